@@ -1,0 +1,1 @@
+"""analysis stage of the AACO pipeline."""

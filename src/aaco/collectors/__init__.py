@@ -1,0 +1,1 @@
+"""collectors stage of the AACO pipeline."""

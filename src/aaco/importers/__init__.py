@@ -1,0 +1,1 @@
+"""importers stage of the AACO pipeline."""

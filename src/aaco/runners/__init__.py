@@ -1,0 +1,1 @@
+"""runners stage of the AACO pipeline."""

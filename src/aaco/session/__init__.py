@@ -1,0 +1,1 @@
+"""session stage of the AACO pipeline."""

@@ -1,0 +1,243 @@
+"""Every Parquet table of the session bundle, declared once: columns, Arrow types, units, meaning.
+
+Writers build tables with :func:`TableSpec.from_columns` (or check them with
+:meth:`TableSpec.conform`); readers get them back through :class:`aaco.Session`.
+docs/schema.md is generated from this module (``python -m aaco.session.schema``) and a
+test checks that it is up to date.
+
+Clock convention: every ``*_ns`` timestamp column named ``ts_ns``/``start_ns``/``end_ns`` is
+on the host's monotonic clock (``time.perf_counter_ns()``, CLOCK_MONOTONIC on Linux, shared
+by all processes of one boot) unless its description says otherwise, so iteration
+timestamps and telemetry samples align without conversion. ``session.json`` records the
+offset to wall-clock time (``clock.epoch_offset_ns``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from aaco.errors import BundleError
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: name, Arrow type, unit ('' when dimensionless) and a one-line meaning."""
+
+    name: str
+    type: pa.DataType
+    unit: str
+    doc: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A bundle table: its path inside the bundle and its columns."""
+
+    name: str
+    path: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns]
+        return pa.schema(fields, metadata={b"aaco.table": self.name.encode()})
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def from_columns(self, data: Mapping[str, Any]) -> pa.Table:
+        """Build the table from a mapping of column name to values (lists or arrays).
+
+        Missing columns are an error: a writer that cannot know a value puts nulls in.
+        """
+        missing = [c.name for c in self.columns if c.name not in data]
+        extra = sorted(set(data) - set(self.column_names))
+        if missing or extra:
+            raise ValueError(f"table {self.name}: missing columns {missing}, unknown {extra}")
+        arrays = [pa.array(data[c.name], type=c.type) for c in self.columns]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+    def from_rows(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        """Build the table from row dictionaries (convenient for small tables)."""
+        return self.from_columns({c.name: [r.get(c.name) for r in rows] for c in self.columns})
+
+    def empty(self) -> pa.Table:
+        return self.schema.empty_table()
+
+    def conform(self, table: pa.Table) -> pa.Table:
+        """Check a table against the declared schema and cast it to the declared types."""
+        names = table.column_names
+        missing = [c for c in self.column_names if c not in names]
+        if missing:
+            raise BundleError(f"table {self.name} lacks columns {missing}")
+        try:
+            cols = [table.column(c.name).cast(c.type) for c in self.columns]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise BundleError(f"table {self.name} has a column of the wrong type: {exc}") from exc
+        return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+def _c(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> Column:
+    return Column(name, typ, unit, doc, nullable)
+
+
+_str = pa.string()
+_i64 = pa.int64()
+_i32 = pa.int32()
+_f64 = pa.float64()
+_bool = pa.bool_()
+_strs = pa.list_(pa.string())
+
+INFERENCE_ITERS = TableSpec(
+    name="inference_iters",
+    path="metrics/inference_iters.parquet",
+    doc="One row per timed `session.run` call of the unprofiled timing loop.",
+    columns=(
+        _c("phase", _str, "", "`warmup` or `measured`", nullable=False),
+        _c("iteration", _i32, "", "index within its phase, from 0", nullable=False),
+        _c("start_ns", _i64, "ns", "monotonic time just before the call", nullable=False),
+        _c("end_ns", _i64, "ns", "monotonic time just after the call returned", nullable=False),
+        _c("latency_ns", _i64, "ns", "end_ns - start_ns", nullable=False),
+    ),
+)
+
+OPS = TableSpec(
+    name="ops",
+    path="profiler/ops.parquet",
+    doc=(
+        "One row per operator execution in a profiled iteration (ONNX Runtime `Node` events "
+        "today; framework ops such as ATen from importers later)."
+    ),
+    columns=(
+        _c("source", _str, "", "where the row came from: `onnxruntime`, later `aten` ...", False),
+        _c("iteration", _i32, "", "profiled iteration index, from 0 (profiling warmup dropped)"),
+        _c("node_name", _str, "", "node name in the optimized graph ORT executed", False),
+        _c("op_type", _str, "", "operator type, e.g. `Conv`, `FusedConv`, `MatMul`"),
+        _c("provider", _str, "", "execution provider that ran the node"),
+        _c("node_index", _i32, "", "node index in the optimized graph, when given"),
+        _c("start_ns", _i64, "ns", "start, relative to the start of the profile (not monotonic)"),
+        _c("dur_ns", _i64, "ns", "duration of the operator's kernel", False),
+        _c("thread_id", _i64, "", "OS thread id that ran the node"),
+        _c("input_shapes", _str, "", "JSON list of {dtype: shape} per input, as ORT reports"),
+        _c("output_shapes", _str, "", "JSON list of {dtype: shape} per output"),
+        _c("activation_bytes", _i64, "B", "bytes of non-weight inputs (ORT activation_size)"),
+        _c("parameter_bytes", _i64, "B", "bytes of weight inputs (ORT parameter_size)"),
+        _c("output_bytes", _i64, "B", "bytes of outputs (ORT output_size)"),
+        _c("original_nodes", _strs, "", "nodes of the original model this node stands for; "
+           "null when the mapping cannot be known"),
+    ),
+)
+
+ORT_RUNS = TableSpec(
+    name="ort_runs",
+    path="profiler/ort_runs.parquet",
+    doc="One row per `model_run` event of the ONNX Runtime profile (profiled pass).",
+    columns=(
+        _c("iteration", _i32, "", "profiled iteration index, from 0", False),
+        _c("start_ns", _i64, "ns", "start, relative to the start of the profile", False),
+        _c("dur_ns", _i64, "ns", "duration of `model_run` inside ORT", False),
+        _c("node_ns", _i64, "ns", "sum of node kernel durations inside this run", False),
+        _c("node_count", _i32, "", "node executions inside this run", False),
+    ),
+)
+
+GRAPH_NODES = TableSpec(
+    name="graph_nodes",
+    path="model/graph_nodes.parquet",
+    doc="One row per node of the model's graph (main graph), after ONNX shape inference.",
+    columns=(
+        _c("graph", _str, "", "`original` (the file given) or `optimized` (what ORT ran)", False),
+        _c("node_index", _i32, "", "position in the graph's node list", False),
+        _c("node_name", _str, "", "node name (generated `<op_type>_<index>` when empty)", False),
+        _c("op_type", _str, "", "operator type", False),
+        _c("domain", _str, "", "operator domain (`` for ai.onnx)"),
+        _c("inputs", _strs, "", "input tensor names"),
+        _c("outputs", _strs, "", "output tensor names"),
+        _c("input_shapes", _str, "", "JSON list of shapes (dims are ints, strings or null)"),
+        _c("output_shapes", _str, "", "JSON list of shapes"),
+        _c("input_dtypes", _strs, "", "element types of inputs (`float`, `int64`, ...)"),
+        _c("output_dtypes", _strs, "", "element types of outputs"),
+        _c("attributes", _str, "", "JSON object summarising the attributes (tensors elided)"),
+        _c("original_nodes", _strs, "", "for optimized nodes: original nodes it stands for, "
+           "null when unknown"),
+    ),
+)
+
+GRAPH_EDGES = TableSpec(
+    name="graph_edges",
+    path="model/graph_edges.parquet",
+    doc="One row per (producer, consumer, tensor) of the original graph.",
+    columns=(
+        _c("tensor", _str, "", "tensor name", False),
+        _c("producer", _str, "", "producing node name; null for graph inputs and initializers"),
+        _c("consumer", _str, "", "consuming node name; null for graph outputs"),
+        _c("kind", _str, "", "`activation`, `initializer`, `graph_input` or `graph_output`", False),
+        _c("dtype", _str, "", "element type"),
+        _c("shape", _str, "", "JSON shape list (ints, strings for symbolic dims, null)"),
+        _c("bytes", _i64, "B", "tensor size when every dim is known, else null"),
+    ),
+)
+
+SYSTEM_EVENTS = TableSpec(
+    name="system_events",
+    path="telemetry/system_events.parquet",
+    doc="One row per telemetry sample of the worker process and of the system (psutil).",
+    columns=(
+        _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
+        _c("proc_cpu_pct", _f64, "%", "worker CPU use since the previous sample (100 = one core)"),
+        _c("proc_rss_bytes", _i64, "B", "worker resident set size"),
+        _c("proc_threads", _i32, "", "worker thread count"),
+        _c("proc_ctx_voluntary", _i64, "", "worker voluntary context switches, cumulative"),
+        _c("proc_ctx_involuntary", _i64, "", "worker involuntary context switches, cumulative"),
+        _c("proc_minor_faults", _i64, "", "worker minor page faults, cumulative"),
+        _c("proc_major_faults", _i64, "", "worker major page faults, cumulative"),
+        _c("sys_cpu_pct", _f64, "%", "system CPU use since the previous sample (100 = all cores)"),
+        _c("sys_cpu_pct_per_core", pa.list_(_f64), "%", "per-core CPU use since previous sample"),
+        _c("load_1m", _f64, "", "1-minute load average"),
+        _c("cpu_freq_mhz", _f64, "MHz", "mean current CPU frequency; null when not readable"),
+    ),
+)
+
+ALL_TABLES: tuple[TableSpec, ...] = (
+    INFERENCE_ITERS,
+    OPS,
+    ORT_RUNS,
+    GRAPH_NODES,
+    GRAPH_EDGES,
+    SYSTEM_EVENTS,
+)
+TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
+
+
+def render_markdown() -> str:
+    """docs/schema.md, generated from the declarations above."""
+    lines = [
+        "# Session bundle tables",
+        "",
+        "Generated from `src/aaco/session/schema.py` by `python -m aaco.session.schema`; "
+        "do not edit by hand.",
+        "",
+    ]
+    doc = __doc__ or ""
+    lines += [doc.split("\n\n", 2)[2].strip() if doc.count("\n\n") >= 2 else "", ""]
+    for spec in ALL_TABLES:
+        lines += [f"## `{spec.path}` ({spec.name})", "", spec.doc, ""]
+        lines += ["| column | type | unit | nullable | meaning |", "|---|---|---|---|---|"]
+        for c in spec.columns:
+            unit = c.unit or "-"
+            lines.append(
+                f"| `{c.name}` | {c.type} | {unit} | {'yes' if c.nullable else 'no'} | {c.doc} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
