@@ -2,7 +2,7 @@
 
 Writers build tables with :func:`TableSpec.from_columns` (or check them with
 :meth:`TableSpec.conform`); readers get them back through :class:`aaco.Session`.
-docs/schema.md is generated from this module (``python -m aaco.session.schema``) and a
+docs/schema.md is generated from this module (``python scripts/gen_schema_docs.py``) and a
 test checks that it is up to date.
 
 Clock convention: every ``*_ns`` timestamp column named ``ts_ns``/``start_ns``/``end_ns`` is
@@ -191,17 +191,22 @@ SYSTEM_EVENTS = TableSpec(
     doc="One row per telemetry sample of the worker process and of the system (psutil).",
     columns=(
         _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
-        _c("proc_cpu_pct", _f64, "%", "worker CPU use since the previous sample (100 = one core)"),
+        _c("proc_cpu_pct", _f64, "%", "worker CPU use since the previous sample (100 = one core); null on the "
+           "first row and on a final row less than half a period after the previous one"),
         _c("proc_rss_bytes", _i64, "B", "worker resident set size"),
         _c("proc_threads", _i32, "", "worker thread count"),
-        _c("proc_ctx_voluntary", _i64, "", "worker voluntary context switches, cumulative"),
-        _c("proc_ctx_involuntary", _i64, "", "worker involuntary context switches, cumulative"),
+        _c("proc_ctx_voluntary", _i64, "", "worker voluntary context switches summed over all its threads, "
+           "cumulative"),
+        _c("proc_ctx_involuntary", _i64, "", "worker involuntary context switches summed over all its threads, "
+           "cumulative"),
         _c("proc_minor_faults", _i64, "", "worker minor page faults, cumulative"),
         _c("proc_major_faults", _i64, "", "worker major page faults, cumulative"),
         _c("sys_cpu_pct", _f64, "%", "system CPU use since the previous sample (100 = all cores)"),
-        _c("sys_cpu_pct_per_core", pa.list_(_f64), "%", "per-core CPU use since previous sample"),
+        _c("sys_cpu_pct_per_core", pa.list_(_f64), "%", "per-core CPU use since previous sample, online CPUs in "
+           "/proc/stat order"),
         _c("load_1m", _f64, "", "1-minute load average"),
-        _c("cpu_freq_mhz", _f64, "MHz", "mean current CPU frequency; null when not readable"),
+        _c("cpu_freq_mhz", _f64, "MHz", "mean current CPU frequency; null when not readable, or skipped "
+           "on this row to keep the sampler cheap"),
     ),
 )
 
@@ -221,7 +226,7 @@ def render_markdown() -> str:
     lines = [
         "# Session bundle tables",
         "",
-        "Generated from `src/aaco/session/schema.py` by `python -m aaco.session.schema`; "
+        "Generated from `src/aaco/session/schema.py` by `python scripts/gen_schema_docs.py`; "
         "do not edit by hand.",
         "",
     ]
@@ -237,7 +242,3 @@ def render_markdown() -> str:
             )
         lines.append("")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(render_markdown(), end="")

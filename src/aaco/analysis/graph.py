@@ -1,0 +1,793 @@
+"""Extract an ONNX model's graph (nodes, edges, shapes, sizes) and map ORT's optimized graph to it.
+
+Everything here works on ``onnx.ModelProto`` objects loaded without external data, so a
+multi-gigabyte model costs what its graph costs, not what its weights cost. Apart from
+:func:`load_model_proto` and :func:`file_sha256`, which read the file they are given, the
+functions are pure.
+
+Example::
+
+    original = load_model_proto(Path("model.onnx"))
+    optimized = load_model_proto(Path("model.optimized.onnx"))  # optimized_model_filepath
+    info = extract_graph(original, input_shapes={"x": [1, 3, 224, 224]})
+    omap = map_optimized_to_original(original, optimized)
+    opt_info = extract_graph(
+        optimized, {"x": [1, 3, 224, 224]}, "optimized", original_map=omap, reference=original
+    )
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pyarrow as pa
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, TypeProto
+
+from aaco.errors import InputError, UsageError
+from aaco.session.schema import GRAPH_EDGES, GRAPH_NODES
+
+__all__ = [
+    "GraphInfo",
+    "eliminated_original_nodes",
+    "extract_graph",
+    "file_sha256",
+    "load_model_proto",
+    "map_optimized_to_original",
+    "node_names",
+]
+
+Shape = list[int | str | None]
+
+# Initializers larger than this are handed to shape inference as typed inputs instead of
+# data: inference needs the values of small shape-like tensors (Reshape targets), never of
+# weights, and copying weights would double the memory of a model with embedded data.
+_INFERENCE_INIT_MAX_ELEMS = 1024
+_DOC_STRING_MAX = 200
+
+# ORT inserts these to change layout or device; the value is the same tensor.
+_VALUE_PRESERVING_OPS = frozenset(
+    {"ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost"}
+)
+# What ORT's NCHWc Conv folds in after it was created: a Sum input, then an activation.
+_CONV_EPILOGUE_OPS = frozenset(
+    {"Add", "Sum", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid"}
+)
+# Ops that only reshape or transpose: ORT wraps fused nodes in them (MatMulAddFusion).
+_RESHAPE_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose"})
+# Original ops that pass their input through at inference; ORT removes them and rewires the
+# consumer, so a backward walk would wrongly credit them to the consumer.
+_PASS_THROUGH_OPS = frozenset({"Identity", "Dropout"})
+# ORT's NCHWc transformer names the node it creates `<original output>_nchwc` (made unique
+# with `_token_<n>` when taken); the original output is what the node computes.
+_NCHWC_NAME = re.compile(r"^(.*)_nchwc(?:_token_\d+)?$")
+
+_DTYPE_BITS: dict[str, int] = {
+    "float": 32, "uint8": 8, "int8": 8, "uint16": 16, "int16": 16, "int32": 32, "int64": 64,
+    "bool": 8, "float16": 16, "double": 64, "uint32": 32, "uint64": 64, "complex64": 64,
+    "complex128": 128, "bfloat16": 16, "float8e4m3fn": 8, "float8e4m3fnuz": 8,
+    "float8e5m2": 8, "float8e5m2fnuz": 8, "uint4": 4, "int4": 4, "float4e2m1": 4,
+    "float8e8m0": 8, "uint2": 2, "int2": 2, "float6e2m3": 6, "float6e3m2": 6,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    """One graph as bundle tables: GRAPH_NODES ``nodes``, GRAPH_EDGES ``edges``, JSON ``meta``."""
+
+    nodes: pa.Table
+    edges: pa.Table
+    meta: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- files
+
+
+def load_model_proto(path: Path) -> ModelProto:
+    """Load the ONNX model at ``path`` without its external data.
+
+    Raises :class:`InputError` (one line, naming the file) when the file is missing,
+    unreadable or not an ONNX model.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such ONNX model")
+    if not path.is_file():
+        raise InputError(f"{path}: not a file, expected an ONNX model")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size == 0:
+        raise InputError(f"{path}: empty file, expected an ONNX model")
+    try:
+        # Force protobuf: onnx otherwise guesses a text format from the file extension.
+        model = onnx.load(str(path), format="protobuf", load_external_data=False)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning-free ValueErrors...
+        reason = _first_line(exc) or type(exc).__name__
+        raise InputError(f"{path}: not an ONNX model ({reason})") from None
+    # Protobuf accepts many byte strings as a message full of unknown fields; a model has
+    # at least an IR version and a graph.
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise InputError(f"{path}: not an ONNX model (no IR version or graph)")
+    return model
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of the file at ``path``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- names
+
+
+def node_names(graph: GraphProto, reference: GraphProto | None = None) -> list[str]:
+    """The name of every node of ``graph``, in order; ``<op_type>_<index>`` for unnamed ones.
+
+    This is the name ONNX Runtime gives an unnamed node in its profile, with ``index`` its
+    position in the model it loaded. For a graph ORT optimized (``reference`` = the original
+    graph), an unnamed node is one ORT kept from the original, so it takes the name of the
+    original node with the same op type and first output.
+    """
+    by_output: dict[tuple[str, str], str] = {}
+    if reference is not None:
+        for node, name in zip(reference.node, node_names(reference), strict=True):
+            out = _first_output(node)
+            if out:
+                by_output.setdefault((node.op_type, out), name)
+    names: list[str] = []
+    for index, node in enumerate(graph.node):
+        if node.name:
+            names.append(node.name)
+            continue
+        found = by_output.get((node.op_type, _first_output(node)))
+        names.append(found if found is not None else f"{node.op_type}_{index}")
+    return names
+
+
+def _first_output(node: onnx.NodeProto) -> str:
+    return next((o for o in node.output if o), "")
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def extract_graph(
+    model: ModelProto,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    graph_label: str = "original",
+    original_map: Mapping[str, list[str] | None] | None = None,
+    reference: ModelProto | None = None,
+) -> GraphInfo:
+    """Nodes, edges and metadata of ``model``'s main graph, after ONNX shape inference.
+
+    ``input_shapes`` (graph input -> concrete dims) replaces the inputs' declared dims before
+    inference, so symbolic dims resolve and edge sizes become concrete; ``meta["inputs"]``
+    keeps the declared ones. Shape inference failing (contrib ops of an ORT-optimized model,
+    say) does not fail extraction: ``meta["shape_inference"]`` says ``failed: <reason>`` and
+    whatever could be inferred is used.
+
+    ``original_nodes``: from ``original_map`` when given (``graph_label="optimized"``); for
+    the original graph each node stands for itself. ``reference``: the original model, when
+    ``model`` is ORT's optimized one, so unnamed nodes get the names ORT gives them
+    (see :func:`node_names`).
+
+    Raises :class:`UsageError` when ``input_shapes`` names a tensor that is not a graph
+    input or gives the wrong rank.
+    """
+    graph = model.graph
+    init_names = {t.name for t in graph.initializer} | {
+        t.values.name for t in graph.sparse_initializer
+    }
+    real_inputs = [vi for vi in graph.input if vi.name not in init_names]
+    declared = {vi.name: _type_info(vi.type) for vi in real_inputs}
+
+    infer_model = _inference_copy(model)
+    if input_shapes:
+        _apply_input_shapes(infer_model.graph, input_shapes, init_names)
+    inferred, status = _infer(infer_model)
+
+    types: dict[str, tuple[str | None, Shape | None]] = {}
+    for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        dtype, shape = _type_info(vi.type)
+        if vi.name not in types or (types[vi.name][1] is None and shape is not None):
+            types[vi.name] = (dtype, shape)
+    for t in graph.initializer:
+        types[t.name] = (_dtype_name(t.data_type), list(t.dims))
+    for st in graph.sparse_initializer:
+        types[st.values.name] = (_dtype_name(st.values.data_type), list(st.dims))
+
+    ref_graph = reference.graph if reference is not None else None
+    names = node_names(graph, ref_graph)
+    nodes = _nodes_table(graph, names, types, graph_label, original_map)
+    edges = _edges_table(graph, names, types, init_names)
+    meta = _meta(model, graph_label, names, declared, status, input_shapes)
+    return GraphInfo(nodes=nodes, edges=edges, meta=meta)
+
+
+def _inference_copy(model: ModelProto) -> ModelProto:
+    """A copy of ``model`` for shape inference, without the data of large initializers."""
+    src = model.graph
+    g = GraphProto(name=src.name)
+    g.node.extend(src.node)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    g.sparse_initializer.extend(src.sparse_initializer)
+    init_names = {t.name for t in src.initializer}
+    g.input.extend(vi for vi in src.input if vi.name not in init_names)
+    for t in src.initializer:
+        numel = math.prod(t.dims)
+        if t.data_location != TensorProto.EXTERNAL and numel <= _INFERENCE_INIT_MAX_ELEMS:
+            g.initializer.append(t)
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    m = ModelProto(
+        ir_version=model.ir_version,
+        producer_name=model.producer_name,
+        producer_version=model.producer_version,
+        domain=model.domain,
+        model_version=model.model_version,
+    )
+    m.opset_import.extend(model.opset_import)
+    m.functions.extend(model.functions)
+    m.graph.CopyFrom(g)
+    return m
+
+
+def _apply_input_shapes(
+    graph: GraphProto, input_shapes: Mapping[str, Sequence[int]], init_names: set[str]
+) -> None:
+    inputs = {vi.name: vi for vi in graph.input if vi.name not in init_names}
+    for name, dims in input_shapes.items():
+        vi = inputs.get(name)
+        if vi is None:
+            valid = ", ".join(sorted(inputs)) or "none"
+            raise UsageError(f"input_shapes names {name!r}, not a graph input (inputs: {valid})")
+        if vi.type.WhichOneof("value") != "tensor_type":
+            raise UsageError(f"input_shapes gives a shape for {name!r}, which is not a tensor")
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and len(tt.shape.dim) != len(dims):
+            raise UsageError(
+                f"input_shapes gives {name!r} rank {len(dims)}, the model declares "
+                f"rank {len(tt.shape.dim)}"
+            )
+        tt.shape.Clear()
+        for d in dims:
+            tt.shape.dim.add().dim_value = int(d)
+
+
+def _infer(model: ModelProto) -> tuple[ModelProto, str]:
+    """Strict inference to learn whether it worked, lenient inference for what it can give."""
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), "ok"
+    except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
+        reason = _first_line(exc) or type(exc).__name__
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), f"failed: {reason}"
+    except Exception:
+        return model, f"failed: {reason}"
+
+
+def _nodes_table(
+    graph: GraphProto,
+    names: list[str],
+    types: Mapping[str, tuple[str | None, Shape | None]],
+    graph_label: str,
+    original_map: Mapping[str, list[str] | None] | None,
+) -> pa.Table:
+    cols: dict[str, list[Any]] = {c: [] for c in GRAPH_NODES.column_names}
+    for index, (node, name) in enumerate(zip(graph.node, names, strict=True)):
+        ins = list(node.input)
+        outs = list(node.output)
+        in_types = [types.get(t, (None, None)) if t else (None, None) for t in ins]
+        out_types = [types.get(t, (None, None)) if t else (None, None) for t in outs]
+        if original_map is not None:
+            original = original_map.get(name)
+        else:
+            original = [name] if graph_label == "original" else None
+        cols["graph"].append(graph_label)
+        cols["node_index"].append(index)
+        cols["node_name"].append(name)
+        cols["op_type"].append(node.op_type)
+        cols["domain"].append("" if node.domain == "ai.onnx" else node.domain)
+        cols["inputs"].append(ins)
+        cols["outputs"].append(outs)
+        cols["input_shapes"].append(_json([s for _, s in in_types]))
+        cols["output_shapes"].append(_json([s for _, s in out_types]))
+        cols["input_dtypes"].append([d for d, _ in in_types])
+        cols["output_dtypes"].append([d for d, _ in out_types])
+        cols["attributes"].append(_json({a.name: _attr_value(a) for a in node.attribute}))
+        cols["original_nodes"].append(original)
+    return GRAPH_NODES.from_columns(cols)
+
+
+def _edges_table(
+    graph: GraphProto,
+    names: list[str],
+    types: Mapping[str, tuple[str | None, Shape | None]],
+    init_names: set[str],
+) -> pa.Table:
+    producer: dict[str, str] = {}
+    for node, name in zip(graph.node, names, strict=True):
+        for t in node.output:
+            if t:
+                producer.setdefault(t, name)
+    input_names = {vi.name for vi in graph.input} - init_names
+
+    rows: list[tuple[str, str | None, str | None, str]] = []
+    seen: set[tuple[str, str | None, str | None]] = set()
+    consumed: set[str] = set()
+
+    def add(tensor: str, prod: str | None, cons: str | None, kind: str) -> None:
+        if (tensor, prod, cons) not in seen:
+            seen.add((tensor, prod, cons))
+            rows.append((tensor, prod, cons, kind))
+
+    for node, name in zip(graph.node, names, strict=True):
+        for t in node.input:
+            if not t:
+                continue  # omitted optional input
+            consumed.add(t)
+            if t in init_names:
+                add(t, None, name, "initializer")
+            elif t in input_names:
+                add(t, None, name, "graph_input")
+            else:
+                add(t, producer.get(t), name, "activation")
+    for vi in graph.output:
+        add(vi.name, producer.get(vi.name), None, "graph_output")
+    # Inputs nobody reads still belong to the graph's interface.
+    for vi in graph.input:
+        if vi.name in input_names and vi.name not in consumed:
+            add(vi.name, None, None, "graph_input")
+
+    cols: dict[str, list[Any]] = {c: [] for c in GRAPH_EDGES.column_names}
+    for tensor, prod, cons, kind in rows:
+        dtype, shape = types.get(tensor, (None, None))
+        cols["tensor"].append(tensor)
+        cols["producer"].append(prod)
+        cols["consumer"].append(cons)
+        cols["kind"].append(kind)
+        cols["dtype"].append(dtype)
+        cols["shape"].append(None if shape is None else _json(shape))
+        cols["bytes"].append(_tensor_bytes(dtype, shape))
+    return GRAPH_EDGES.from_columns(cols)
+
+
+def _meta(
+    model: ModelProto,
+    graph_label: str,
+    names: list[str],
+    declared: Mapping[str, tuple[str | None, Shape | None]],
+    status: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+) -> dict[str, Any]:
+    graph = model.graph
+    op_counts: dict[str, int] = {}
+    for node in graph.node:
+        op_counts[node.op_type] = op_counts.get(node.op_type, 0) + 1
+    param_count = 0
+    param_bytes = 0
+    for t in graph.initializer:
+        numel = math.prod(t.dims)
+        param_count += numel
+        param_bytes += _tensor_bytes(_dtype_name(t.data_type), list(t.dims)) or 0
+    doc = model.doc_string
+    if len(doc) > _DOC_STRING_MAX:
+        doc = doc[: _DOC_STRING_MAX - 3] + "..."
+    return {
+        "graph": graph_label,
+        "ir_version": model.ir_version,
+        "opset": {(o.domain or "ai.onnx"): o.version for o in model.opset_import},
+        "producer_name": model.producer_name,
+        "producer_version": model.producer_version,
+        "domain": model.domain,
+        "model_version": model.model_version,
+        "doc_string": doc,
+        "graph_name": graph.name,
+        "node_count": len(names),
+        "op_type_counts": dict(sorted(op_counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "parameter_count": param_count,
+        "parameter_bytes": param_bytes,
+        "initializer_count": len(graph.initializer) + len(graph.sparse_initializer),
+        "has_external_data": any(
+            t.data_location == TensorProto.EXTERNAL for t in graph.initializer
+        ),
+        "inputs": [{"name": n, "dtype": d, "shape": s} for n, (d, s) in declared.items()],
+        "outputs": [_io(vi) for vi in graph.output],
+        "input_shapes": {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()},
+        "shape_inference": status,
+    }
+
+
+def _io(vi: onnx.ValueInfoProto) -> dict[str, Any]:
+    dtype, shape = _type_info(vi.type)
+    return {"name": vi.name, "dtype": dtype, "shape": shape}
+
+
+# --------------------------------------------------------------------------- types
+
+
+def _type_info(tp: TypeProto) -> tuple[str | None, Shape | None]:
+    """(element type, dims) of a value type; dims are ints, dim_param strings or None."""
+    which = tp.WhichOneof("value")
+    if which not in ("tensor_type", "sparse_tensor_type"):
+        return (None if which is None else which.removesuffix("_type"), None)
+    tt = tp.tensor_type if which == "tensor_type" else tp.sparse_tensor_type
+    dtype = _dtype_name(tt.elem_type)
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: Shape = []
+    for d in tt.shape.dim:
+        kind = d.WhichOneof("value")
+        dims.append(d.dim_value if kind == "dim_value" else d.dim_param if kind else None)
+    return dtype, dims
+
+
+def _dtype_name(elem_type: int) -> str | None:
+    if elem_type == TensorProto.UNDEFINED:
+        return None
+    try:
+        return str(TensorProto.DataType.Name(elem_type)).lower()
+    except ValueError:
+        return f"type{elem_type}"
+
+
+def _tensor_bytes(dtype: str | None, shape: Shape | None) -> int | None:
+    bits = _DTYPE_BITS.get(dtype or "")
+    if bits is None or shape is None:
+        return None
+    numel = 1
+    for d in shape:
+        if not isinstance(d, int) or d < 0:
+            return None
+        numel *= d
+    return (numel * bits + 7) // 8
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+def _attr_value(a: AttributeProto) -> Any:
+    """A JSON-ready summary of one attribute; tensors and graphs are named, not dumped."""
+    if a.ref_attr_name:
+        return f"<ref {a.ref_attr_name}>"
+    t = a.type
+    A = AttributeProto
+    if t == A.FLOAT:
+        return _float(a.f)
+    if t == A.INT:
+        return a.i
+    if t == A.STRING:
+        return a.s.decode("utf-8", "replace")
+    if t == A.TENSOR:
+        return _tensor_sig(a.t)
+    if t == A.GRAPH:
+        return "<graph>"
+    if t == A.SPARSE_TENSOR:
+        dims = ",".join(str(d) for d in a.sparse_tensor.dims)
+        return f"<sparse_tensor {_dtype_name(a.sparse_tensor.values.data_type)}[{dims}]>"
+    if t == A.TYPE_PROTO:
+        return "<type>"
+    if t == A.FLOATS:
+        return [_float(x) for x in a.floats]
+    if t == A.INTS:
+        return list(a.ints)
+    if t == A.STRINGS:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    if t == A.TENSORS:
+        return [_tensor_sig(x) for x in a.tensors]
+    if t == A.GRAPHS:
+        return ["<graph>"] * len(a.graphs)
+    if t == A.SPARSE_TENSORS:
+        return ["<sparse_tensor>"] * len(a.sparse_tensors)
+    if t == A.TYPE_PROTOS:
+        return ["<type>"] * len(a.type_protos)
+    return None
+
+
+def _tensor_sig(t: TensorProto) -> str:
+    dims = ",".join(str(d) for d in t.dims)
+    return f"<tensor {_dtype_name(t.data_type)}[{dims}]>"
+
+
+def _float(x: float) -> float | str:
+    """A float32 attribute as its shortest float32 spelling (1e-05, not 9.99999974e-06)."""
+    if not math.isfinite(x):
+        return str(x)
+    return float(str(np.float32(x)))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return line[:300]
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+def map_optimized_to_original(
+    original: ModelProto, optimized: ModelProto
+) -> dict[str, list[str] | None]:
+    """For each node of ORT's optimized graph, the original nodes it stands for.
+
+    Keys are optimized node names as :func:`node_names` gives them with the original as
+    reference (the names in ORT's profile); values are original node names in graph order,
+    or None when the mapping cannot be known. The rule:
+
+    1. A tensor name present in both graphs is the same tensor (ORT keeps names when it
+       rewrites). Layout and copy nodes ORT inserts (``ReorderInput``, ``ReorderOutput``,
+       ``MemcpyToHost``, ``MemcpyFromHost``) carry their input's value, so their output is
+       the same original tensor as their input, and the other way round.
+    2. An optimized node stands for the original nodes found by walking backward in the
+       original graph from its output tensors, collecting producers, and stopping at its own
+       input tensors, initializers and Constant outputs. A node ORT left alone thus maps to
+       itself; ``FusedConv`` to Conv+BatchNormalization+Relu; ``BiasGelu`` to
+       Add+Div+Erf+Add+Mul+Mul. Identity and Dropout nodes met on the way are not credited
+       (ORT removes them and rewires their consumers). Reaching a graph input that is not
+       one of the node's inputs, or having no output tensor known in the original, makes
+       the mapping unknown.
+    3. Nodes linked by tensors that exist only in the optimized graph (NCHWc chains) are
+       mapped as a group. ORT names an NCHWc node ``<original output>_nchwc``; that output,
+       or the end of the Add/activation chain ORT folds into a Conv after naming it, is
+       taken as the node's output tensor. These guesses are kept only if the per-node walks
+       partition, exactly, the original subgraph between the group's boundary tensors
+       known for certain. Failing that, if one node of the group is not a Reshape,
+       Squeeze, Unsqueeze, Flatten or Transpose, it stands for the whole subgraph (ORT's
+       MatMulAddFusion: Reshape -> Gemm -> Reshape); otherwise the group is unknown.
+    4. An unknown node that keeps an original node's name and op type maps to that node.
+       Layout and copy nodes ORT inserted map to None: they stand for no original node.
+    """
+    return _map(original, optimized)[0]
+
+
+def eliminated_original_nodes(original: ModelProto, optimized: ModelProto) -> list[str]:
+    """Original nodes no optimized node stands for: removed (Identity, Dropout...),
+    constant-folded, or Constant nodes turned into initializers.
+
+    Nodes that an unknown-mapping node of the optimized graph may compute are left out, so
+    this names only what is certainly gone. Uses the rule of :func:`map_optimized_to_original`.
+    """
+    return _map(original, optimized)[1]
+
+
+class _OriginalIndex:
+    """The original graph, indexed for backward walks."""
+
+    def __init__(self, graph: GraphProto) -> None:
+        self.graph = graph
+        self.names = node_names(graph)
+        self.producer: dict[str, int] = {}
+        self.constants: set[str] = {t.name for t in graph.initializer}
+        self.constants |= {t.values.name for t in graph.sparse_initializer}
+        for i, node in enumerate(graph.node):
+            for t in node.output:
+                if not t:
+                    continue
+                if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                    self.constants.add(t)  # ORT turns these into initializers
+                else:
+                    self.producer.setdefault(t, i)
+        self.inputs = {vi.name for vi in graph.input} - self.constants
+        self.tensors = set(self.producer) | self.constants | self.inputs
+        self.outputs = {vi.name for vi in graph.output}
+        self.consumers: dict[str, list[int]] = {}
+        for i, node in enumerate(graph.node):
+            for t in dict.fromkeys(node.input):
+                if t:
+                    self.consumers.setdefault(t, []).append(i)
+
+    def fused_tail(self, tensor: str) -> str:
+        """The last tensor of the Add/activation chain that sole consumers build on ``tensor``."""
+        seen = {tensor}
+        while tensor not in self.outputs:
+            users = self.consumers.get(tensor, [])
+            if len(users) != 1:
+                break
+            node = self.graph.node[users[0]]
+            if node.op_type not in _CONV_EPILOGUE_OPS or not node.output or not node.output[0]:
+                break
+            tensor = node.output[0]
+            if tensor in seen:
+                break
+            seen.add(tensor)
+        return tensor
+
+    def walk(self, outputs: Iterable[str], stops: set[str], strict: bool = True) -> set[int] | None:
+        """Original nodes between ``outputs`` and ``stops``; None if a foreign input is hit."""
+        found: set[int] = set()
+        seen: set[str] = set()
+        stack = [t for t in outputs if t]
+        while stack:
+            t = stack.pop()
+            if t in seen or t in stops or t in self.constants:
+                continue
+            seen.add(t)
+            if t in self.inputs:
+                if strict:
+                    return None
+                continue
+            p = self.producer.get(t)
+            if p is None or p in found:
+                continue
+            found.add(p)
+            stack.extend(x for x in self.graph.node[p].input if x)
+        return found
+
+
+def _map(
+    original: ModelProto, optimized: ModelProto
+) -> tuple[dict[str, list[str] | None], list[str]]:
+    orig = _OriginalIndex(original.graph)
+    pg = optimized.graph
+    pnodes = list(pg.node)
+    pnames = node_names(pg, original.graph)
+    p_consts = {t.name for t in pg.initializer} | {t.values.name for t in pg.sparse_initializer}
+    p_graph_outputs = {vi.name for vi in pg.output}
+
+    # 1. Exact aliases: optimized tensor -> original tensor.
+    alias: dict[str, str] = {}
+    for node in pnodes:
+        for t in (*node.input, *node.output):
+            if t and t in orig.tensors:
+                alias[t] = t
+    changed = True
+    while changed:
+        changed = False
+        for node in pnodes:
+            if node.op_type not in _VALUE_PRESERVING_OPS or not node.input or not node.output:
+                continue
+            src, dst = node.input[0], node.output[0]
+            if src in alias and dst not in alias:
+                alias[dst] = alias[src]
+                changed = True
+            elif dst in alias and src not in alias:
+                alias[src] = alias[dst]
+                changed = True
+
+    # Outputs named after an original tensor (NCHWc): guesses, kept only when validated.
+    # Two guesses: the named tensor as is, or extended through the Add/activation chain
+    # that the NCHWc transformer folds into a Conv after naming it.
+    named: dict[str, str] = {}
+    extended: dict[str, str] = {}
+    for node, name in zip(pnodes, pnames, strict=True):
+        m = _NCHWC_NAME.match(name)
+        out = node.output[0] if node.output else ""
+        if m and out and out not in alias and m.group(1) in orig.producer:
+            named[out] = m.group(1)
+            is_conv = node.op_type == "Conv"
+            extended[out] = orig.fused_tail(m.group(1)) if is_conv else m.group(1)
+
+    # 2. Group nodes linked by tensors unknown to the original graph.
+    parent = list(range(len(pnodes)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    producer: dict[str, int] = {}
+    for i, node in enumerate(pnodes):
+        for t in node.output:
+            if t:
+                producer.setdefault(t, i)
+    consumed: set[str] = set()
+    for i, node in enumerate(pnodes):
+        for t in node.input:
+            if not t:
+                continue
+            consumed.add(t)
+            p = producer.get(t)
+            if p is not None and t not in alias and t not in p_consts:
+                parent[find(i)] = find(p)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(pnodes)):
+        groups.setdefault(find(i), []).append(i)
+
+    def node_claim(i: int, guess: Mapping[str, str]) -> set[int] | None:
+        node = pnodes[i]
+        outs = [t for t in node.output if t]
+        needed = [t for t in outs if t in consumed or t in p_graph_outputs]
+        mapped = [alias.get(t) or guess.get(t) for t in outs]
+        if not any(mapped) or any(not (alias.get(t) or guess.get(t)) for t in needed):
+            return None
+        stops = {alias.get(t) or guess.get(t) or "" for t in node.input if t} - {""}
+        return orig.walk((k for k in mapped if k), stops)
+
+    def group_claims(
+        compute: list[int], region: set[int], guess: Mapping[str, str]
+    ) -> dict[int, set[int]] | None:
+        """Per-node claims if they partition ``region`` exactly, else None."""
+        result: dict[int, set[int]] = {}
+        union: set[int] = set()
+        for i in compute:
+            c = node_claim(i, guess)
+            if c is None or union & c:
+                return None
+            union |= c
+            result[i] = c
+        return result if union == region else None
+
+    orig_by_name = {name: i for i, name in enumerate(orig.names)}
+    orig_nodes = orig.graph.node
+
+    def same_node(i: int) -> int | None:
+        """The original node an optimized node keeps the name and op type of."""
+        node = pnodes[i]
+        j = orig_by_name.get(node.name) if node.name else None
+        return j if j is not None and orig_nodes[j].op_type == node.op_type else None
+
+    def sole_worker(compute: list[int], region: set[int]) -> dict[int, set[int]] | None:
+        """The whole region for the one node of the group that is not a mere reshape."""
+        kept = {i: j for i in compute if (j := same_node(i)) is not None}
+        workers = [i for i in compute if i not in kept and pnodes[i].op_type not in _RESHAPE_OPS]
+        if len(workers) != 1:
+            return None
+        result = {i: {j} for i, j in kept.items()}
+        result[workers[0]] = region - set(kept.values())
+        return result
+
+    claims: dict[int, set[int]] = {}
+    uncertain: set[int] = set()
+    for members in groups.values():
+        compute = [i for i in members if pnodes[i].op_type not in _VALUE_PRESERVING_OPS]
+        if not compute:
+            continue
+        group_out = {alias[t] for i in members for t in pnodes[i].output if t in alias}
+        group_in = {alias[t] for i in members for t in pnodes[i].input if t in alias}
+        region = orig.walk(group_out, group_in)
+        found = None
+        if region is not None:
+            found = group_claims(compute, region, extended) or group_claims(compute, region, named)
+        if found is None and region is not None:
+            found = sole_worker(compute, region)
+        if found is not None:
+            claims.update(found)
+        else:
+            guessed = {named[t] for i in members for t in pnodes[i].output if t in named}
+            uncertain |= orig.walk(group_out | guessed, group_in, strict=False) or set()
+
+    mapping: dict[str, list[str] | None] = {}
+    claimed: set[int] = set()
+    for i, (node, name) in enumerate(zip(pnodes, pnames, strict=True)):
+        c = claims.get(i)
+        if c is None and node.op_type not in _VALUE_PRESERVING_OPS:
+            j = same_node(i)
+            c = None if j is None else {j}
+        if c is None:
+            mapping[name] = None
+            continue
+        c = {
+            j for j in c if orig_nodes[j].op_type not in _PASS_THROUGH_OPS or orig.names[j] == name
+        }
+        claimed |= c
+        mapping[name] = [orig.names[j] for j in sorted(c)]
+    eliminated = [
+        orig.names[j] for j in range(len(orig_nodes)) if j not in claimed and j not in uncertain
+    ]
+    return mapping, eliminated

@@ -1,0 +1,292 @@
+"""The ``aaco`` command line: thin commands over the library; the only module that prints.
+
+Exit codes: 0 success; 1 a run that failed or timed out; 2 a usage error (bad option, unknown
+name, unreadable or malformed input, a path that is not a bundle); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from aaco import __version__
+from aaco.errors import AacoError, InputError, UsageError
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=_CONTEXT)
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(__version__, "--version", prog_name="aaco", message="%(prog)s %(version)s")
+def app(debug: bool) -> None:
+    """AACO, the AI Compute Observatory: where the time of an AI inference went, and why."""
+
+
+@app.group("models")
+def models_app() -> None:
+    """Built-in and registered models."""
+
+
+def _sessions_root(value: Path | None) -> Path:
+    if value is not None:
+        return value
+    env = os.environ.get("AACO_SESSIONS")
+    return Path(env) if env else Path("sessions")
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"aaco: {text}\n")
+    sys.stderr.flush()
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def _width() -> int:
+    try:
+        return max(80, min(160, os.get_terminal_size().columns))
+    except OSError:
+        return 110
+
+
+def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
+    from aaco.config import parse_shape_arg
+
+    shapes: dict[str, list[int]] = {}
+    for v in values or []:
+        name, dims = parse_shape_arg(v)
+        shapes[name] = dims
+    return shapes
+
+
+@app.command()
+@click.option("--model", "-m", required=True, help="Registry name or path to an .onnx file.")
+@click.option("--backend", default="cpu", show_default=True,
+              help="cpu, cuda, rocm, migraphx, ... or any ONNX Runtime provider name.")
+@click.option("--batch", type=int, help="Batch size for symbolic leading dimensions.")
+@click.option("--shape", multiple=True, help="Input shape NAME=1x3x224x224 (repeatable).")
+@click.option("--warmup", type=int, help="Warmup iterations (registry value, else 10).")
+@click.option("--iterations", type=int, help="Measured iterations (registry value, else 100).")
+@click.option("--duration", type=float, help="Measure for this many seconds instead of --iterations.")
+@click.option("--threads", type=int, help="Intra-op threads (0 = onnxruntime default).")
+@click.option("--tag", help="Free text stored with the session.")
+@click.option("--output", "-o", type=click.Path(path_type=Path),
+              help="Sessions root (default ./sessions or $AACO_SESSIONS).")
+@click.option("--no-profile", is_flag=True, help="Skip the operator-profile pass.")
+@click.option("--profile-iterations", type=int, default=10, show_default=True,
+              help="Iterations of the profiled pass.")
+@click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
+@click.option("--sample-hz", type=float, default=10.0, show_default=True, help="Telemetry rate.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True,
+              help="Kill the worker after this many seconds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated inputs.")
+@click.option("--int-range", help="Range LOW:HIGH of generated integer inputs (default 0:100).")
+@click.option("--config", type=click.Path(path_type=Path),
+              help="Directory with models.yaml/backends.yaml overriding the built-ins.")
+@click.option("--report", "report_format", type=click.Choice(["terminal", "json", "none"]),
+              default="terminal", show_default=True, help="Report printed after the run.")
+def run(
+    model: str,
+    backend: str,
+    batch: int | None,
+    shape: tuple[str, ...],
+    warmup: int | None,
+    iterations: int | None,
+    duration: float | None,
+    threads: int | None,
+    tag: str | None,
+    output: Path | None,
+    no_profile: bool,
+    profile_iterations: int,
+    no_telemetry: bool,
+    sample_hz: float,
+    timeout: float,
+    seed: int,
+    int_range: str | None,
+    config: Path | None,
+    report_format: str,
+) -> None:
+    """Profile a model: warmup, measured iterations, operator profile, telemetry -> a bundle."""
+    from aaco.config import parse_int_range
+    from aaco.run import RunOptions, run_model
+
+    opts = RunOptions(
+        model=model,
+        backend=backend,
+        batch=batch,
+        shapes=_parse_shapes(list(shape)),
+        warmup=warmup,
+        iterations=iterations,
+        duration_s=duration,
+        threads=threads,
+        tag=tag,
+        output=_sessions_root(output),
+        profile=not no_profile,
+        profile_iterations=profile_iterations,
+        telemetry=not no_telemetry,
+        sample_hz=sample_hz,
+        timeout_s=timeout,
+        seed=seed,
+        int_range=parse_int_range(int_range) if int_range else None,
+        config_dir=config,
+        argv=["aaco", *sys.argv[1:]],
+    )
+    session = run_model(opts)
+    _print_report(session, report_format)
+    sys.stderr.write(f"bundle: {session.path}\n")
+    if session.status != "completed":
+        err = session.error or {}
+        _err(f"run {session.status}: {err.get('message', 'no reason recorded')}")
+        raise SystemExit(1)
+
+
+def _print_report(session: Any, fmt: str) -> None:
+    if fmt == "none":
+        return
+    if fmt == "json":
+        from aaco.report.json import JsonRenderer
+
+        _out(JsonRenderer().render(session))
+    else:
+        from aaco.report.terminal import TerminalRenderer
+
+        _out(TerminalRenderer(width=_width(), color=_color()).render(session))
+
+
+@app.command()
+@click.option("--session", "-s", default="latest", show_default=True,
+              help="Bundle path, or 'latest' under the sessions root.")
+@click.option("--format", "-f", "fmt", type=click.Choice(["terminal", "json"]), default="terminal",
+              show_default=True)
+@click.option("--output", "-o", type=click.Path(path_type=Path),
+              help="Write to this file instead of stdout.")
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
+def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -> None:
+    """Show a session's report in the terminal or as JSON."""
+    from aaco.report.json import JsonRenderer
+    from aaco.report.terminal import TerminalRenderer
+    from aaco.session.bundle import Session, atomic_write_bytes
+
+    path = _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
+    s = Session.load(path)
+    if output is not None:
+        renderer = JsonRenderer() if fmt == "json" else TerminalRenderer(color=False)
+        try:
+            atomic_write_bytes(output, renderer.render(s).encode())
+        except OSError as exc:
+            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        sys.stderr.write(f"wrote {output}\n")
+        return
+    _print_report(s, fmt)
+
+
+@app.command("ls")
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--limit", type=int, default=20, show_default=True, help="Newest N sessions (0 = all).")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
+def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
+    """List sessions: time, model, backend, batch, p50, status."""
+    from aaco.report.listing import render_sessions_table
+    from aaco.session.catalog import list_sessions
+
+    root = _sessions_root(sessions)
+    rows = list_sessions(root)
+    if limit > 0:
+        rows = rows[-limit:]
+    if as_json:
+        for r in rows:
+            _out(json.dumps(r))
+        return
+    if not rows:
+        _out(f"no sessions under {root}")
+        return
+    _out(render_sessions_table(rows, width=_width(), color=_color()))
+
+
+@app.command()
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def info(as_json: bool) -> None:
+    """Show this machine: CPU, memory, GPUs, onnxruntime providers, profilers on PATH."""
+    from aaco.collectors.environment import describe_machine
+    from aaco.report.listing import render_machine
+
+    desc = describe_machine()
+    if as_json:
+        _out(json.dumps(desc, indent=2, default=str))
+    else:
+        _out(render_machine(desc, width=_width(), color=_color()))
+
+
+@models_app.command("list")
+@click.option("--config", type=click.Path(path_type=Path), help="Directory with a models.yaml.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def models_list(config: Path | None, as_json: bool) -> None:
+    """List registry models with their parameter counts."""
+    from aaco.config import load_registry
+    from aaco.models.catalog import describe_models
+    from aaco.report.listing import render_models_table
+
+    rows = describe_models(load_registry(config))
+    if as_json:
+        _out(json.dumps(rows, indent=2))
+    else:
+        _out(render_models_table(rows, width=_width(), color=_color()))
+
+
+@models_app.command("build")
+@click.argument("name")
+@click.option("--config", type=click.Path(path_type=Path), help="Directory with a models.yaml.")
+def models_build(name: str, config: Path | None) -> None:
+    """Build a built-in model into the cache and print its path."""
+    from aaco.config import load_registry
+    from aaco.run import resolve_model
+
+    resolved = resolve_model(name, load_registry(config))
+    _out(str(resolved.path))
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    _err(f"error: {message}")
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: runs the app and turns errors into one line and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        rc = app.main(args=args, prog_name="aaco", standalone_mode=False)
+    except AacoError as exc:
+        if debug:
+            raise
+        _fail(str(exc), exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        sys.exit(0)
+    except click.exceptions.UsageError as exc:
+        if debug:
+            raise
+        hint = f" (see 'aaco {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.info_name != "aaco" else ""
+        _fail(exc.format_message() + hint, 2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as exc:
+        if debug:
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 1)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,85 @@
+"""The small base class every telemetry collector derives from: start, stop, then a table."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import TracebackType
+from typing import ClassVar, TypeVar
+
+import pyarrow as pa
+
+_C = TypeVar("_C", bound="Collector")
+
+
+class Collector:
+    """A collector records something while a workload runs and hands back one Arrow table.
+
+    Use it as a context manager (``start`` on enter, ``stop`` on exit, exceptions are not
+    swallowed) or call :meth:`start` / :meth:`stop` yourself; :meth:`table` is valid once
+    stopped. Subclasses implement ``_start``, ``_stop`` and ``_table``; the state checks
+    live here so every collector fails the same way when misused.
+    """
+
+    #: short identifier used in logs and in the bundle's collector list
+    name: ClassVar[str] = "collector"
+    #: importable modules the collector needs; :meth:`available` checks them
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        self._started = False
+        self._stopped = False
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """Whether this collector can run here, and if not, why (empty string when it can)."""
+        for module in cls.requires:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                return False, f"python module {module!r} is not installed"
+        return True, ""
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stopped
+
+    def start(self) -> None:
+        if self._started:
+            raise RuntimeError(f"collector {self.name} was already started")
+        self._started = True
+        self._start()
+
+    def stop(self) -> None:
+        """Stop collecting; calling it again (or before start) does nothing."""
+        if not self._started or self._stopped:
+            return
+        self._stopped = True
+        self._stop()
+
+    def table(self) -> pa.Table:
+        if not self._stopped:
+            raise RuntimeError(f"collector {self.name}: table() is only valid after stop()")
+        return self._table()
+
+    def __enter__(self: _C) -> _C:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def _table(self) -> pa.Table:
+        raise NotImplementedError

@@ -1,0 +1,491 @@
+"""Read an ONNX Runtime profile (`enable_profiling`) into the OPS and ORT_RUNS tables.
+
+The profile is a JSON array of Chrome-trace ``X`` events with ``ts``/``dur`` in microseconds
+from the start of profiling. ``cat:"Session"`` events named ``model_run`` bracket each
+``InferenceSession.run``; ``cat:"Node"`` events named ``<node>_kernel_time`` time one operator.
+ORT writes ``model_run`` *after* the node events it encloses, so nodes are assigned to runs by
+time, not by file order.
+
+ORT writes one event per line in a fixed layout; those lines are read with a regular
+expression and a few ``str.find`` calls, which is several times faster than decoding each
+event's ``args`` (mostly ``thread_scheduling_stats`` and memory counters nobody reads here).
+A line the fast reader does not recognise is decoded as JSON, and a file not laid out one
+event per line is decoded one event at a time from 1 MiB chunks, so memory stays bounded by
+the columns kept, never by the size of the JSON text.
+
+Example::
+
+    prof = parse_ort_profile(Path("onnxruntime_profile.json"), skip_runs=1)
+    prof.ops.group_by("op_type").aggregate([("dur_ns", "sum")])
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aaco.errors import InputError
+from aaco.session.schema import OPS, ORT_RUNS
+
+__all__ = ["SOURCE", "OrtProfile", "parse_ort_profile"]
+
+SOURCE = "onnxruntime"
+
+_KERNEL_SUFFIX = "_kernel_time"
+_SESSION_EVENTS = ("model_loading_uri", "session_initialization")
+_CHUNK_CHARS = 1 << 20
+_WS = re.compile(r"[ \t\n\r]*")
+_EXPECTED = "expected an ONNX Runtime profile (a JSON array of {ph, ts, name, ...} events)"
+
+# ORT's profiler writes every event as
+#   {"cat" : "Node","pid" :1,"tid" :1,"dur" :430,"ts" :15185,"ph" : "X","name" :"n","args" : {..}}
+# (profiler.cc), with the args it formats itself as `"key" : value` and the embedded
+# thread-pool statistics as `"key": value`, so the spaced form only finds top-level args.
+_HEAD = re.compile(
+    r'\{"cat" ?: ?"([^"\\]*)", ?"pid" ?: ?-?\d+, ?"tid" ?: ?(-?\d+), ?"dur" ?: ?([\d.eE+-]+), ?'
+    r'"ts" ?: ?([\d.eE+-]+), ?"ph" ?: ?"([^"\\]*)", ?"name" ?: ?"([^"\\]*)", ?"args" ?: ?\{'
+)
+_SHAPE = re.compile(r"\[(?:\{[^{}]*\}(?:,\{[^{}]*\})*)?\]")
+_STR_ARGS = (
+    "op_name",
+    "provider",
+    "node_index",
+    "activation_size",
+    "parameter_size",
+    "output_size",
+)
+_STR_KEYS = tuple((key, len(key)) for key in (f'"{k}" : "' for k in _STR_ARGS))
+_IN_SHAPE_KEY = '"input_type_shape" : '
+_OUT_SHAPE_KEY = '"output_type_shape" : '
+
+
+@dataclass(frozen=True)
+class OrtProfile:
+    """What one ORT profile holds, as bundle tables.
+
+    ``ops``: OPS rows for every node kernel inside a kept ``model_run``, sorted by iteration
+    then start. ``runs``: ORT_RUNS rows, one per kept ``model_run``. ``session_events``:
+    durations in ns of ``model_loading_uri`` and ``session_initialization`` when the profile
+    has them. ``run_count_total``: ``model_run`` events in the file, skipped ones included.
+    """
+
+    ops: pa.Table
+    runs: pa.Table
+    session_events: dict[str, int] = field(default_factory=dict)
+    run_count_total: int = 0
+
+
+def parse_ort_profile(
+    path: Path,
+    skip_runs: int = 0,
+    original_map: Mapping[str, list[str] | None] | None = None,
+) -> OrtProfile:
+    """Parse the ORT profile at ``path``.
+
+    ``skip_runs`` drops the first runs (profiling warm-up); ``iteration`` counts from 0 after
+    them. Node events outside every ``model_run`` (or in a skipped one) are dropped.
+    ``original_map`` (optimized node name -> original node names, see
+    :func:`aaco.analysis.graph.map_optimized_to_original`) fills ``original_nodes``; a node
+    it does not name gets null.
+
+    Raises :class:`InputError` when the file is missing, not JSON, not an ORT profile or
+    truncated (ORT writes the closing ``]`` only in ``end_profiling``).
+    """
+    if skip_runs < 0:
+        raise ValueError(f"skip_runs must be >= 0, got {skip_runs}")
+    path = Path(path)
+    cols = _read(path)
+    return cols.build(skip_runs, original_map or {})
+
+
+class _Columns:
+    """Column lists filled event by event; ints of args stay text until one vector cast."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.names: list[str] = []
+        self.starts: list[int] = []
+        self.durs: list[int] = []
+        self.tids: list[int | None] = []
+        # op_name, provider, node_index, activation_size, parameter_size, output_size
+        self.str_args: tuple[list[str | None], ...] = tuple([] for _ in _STR_ARGS)
+        self._fast_keys = tuple(
+            (key, n, col) for (key, n), col in zip(_STR_KEYS, self.str_args, strict=True)
+        )
+        self.in_shapes: list[str | None] = []
+        self.out_shapes: list[str | None] = []
+        self.run_spans: list[tuple[int, int]] = []
+        self.session_events: dict[str, int] = {}
+
+    def line(self, line: str) -> bool:
+        """Take one event line in ORT's own layout; False when the line is not in it."""
+        m = _HEAD.match(line)
+        if m is None:
+            return False
+        cat, tid, dur, ts, _ph, name = m.groups()
+        if cat == "Node":
+            if not name.endswith(_KERNEL_SUFFIX):
+                return True  # _fence_before / _fence_after carry no kernel time
+            # Hot loop (once per kernel event): inlined on purpose.
+            start = m.end()
+            find = line.find
+            self.names.append(name[: -len(_KERNEL_SUFFIX)])
+            self.starts.append(int(ts) * 1000 if ts.isdigit() else _text_us_to_ns(ts))
+            self.durs.append(int(dur) * 1000 if dur.isdigit() else _text_us_to_ns(dur))
+            self.tids.append(int(tid))
+            for key, n, col in self._fast_keys:
+                i = find(key, start)
+                col.append(line[i + n : find('"', i + n)] if i >= 0 else None)
+            i = find(_IN_SHAPE_KEY, start)
+            sm = _SHAPE.match(line, i + len(_IN_SHAPE_KEY)) if i >= 0 else None
+            self.in_shapes.append(sm.group() if sm else _find_shape(line, _IN_SHAPE_KEY, start))
+            i = find(_OUT_SHAPE_KEY, start)
+            sm = _SHAPE.match(line, i + len(_OUT_SHAPE_KEY)) if i >= 0 else None
+            self.out_shapes.append(sm.group() if sm else _find_shape(line, _OUT_SHAPE_KEY, start))
+        elif cat == "Session":
+            self._session(name, _text_us_to_ns(ts), _text_us_to_ns(dur))
+        return True
+
+    def event(self, ev: Any, number: int) -> None:
+        """Take one decoded event."""
+        if not isinstance(ev, dict) or "ph" not in ev or "ts" not in ev or "name" not in ev:
+            raise InputError(f"{self.path}: event {number} lacks ph/ts/name, {_EXPECTED}")
+        cat = ev.get("cat")
+        name = ev["name"]
+        if not isinstance(name, str):
+            return
+        if cat == "Node":
+            if not name.endswith(_KERNEL_SUFFIX):
+                return
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                args = {}
+            self.names.append(name[: -len(_KERNEL_SUFFIX)])
+            self.starts.append(self._us_to_ns(ev["ts"], number))
+            self.durs.append(self._us_to_ns(ev.get("dur", 0), number))
+            tid = ev.get("tid")
+            self.tids.append(tid if isinstance(tid, int) and not isinstance(tid, bool) else None)
+            for key, col in zip(_STR_ARGS, self.str_args, strict=True):
+                value = args.get(key)
+                col.append(None if value is None else str(value))
+            self.in_shapes.append(_shape_text(args.get("input_type_shape")))
+            self.out_shapes.append(_shape_text(args.get("output_type_shape")))
+        elif cat == "Session":
+            ts = self._us_to_ns(ev["ts"], number)
+            self._session(name, ts, self._us_to_ns(ev.get("dur", 0), number))
+        # cat "Kernel" (GPU kernels under a node) and anything else: not this table's business
+
+    def _session(self, name: str, ts: int, dur: int) -> None:
+        if name == "model_run":
+            self.run_spans.append((ts, dur))
+        elif name in _SESSION_EVENTS and name not in self.session_events:
+            self.session_events[name] = dur
+
+    def _us_to_ns(self, value: Any, number: int) -> int:
+        """Microseconds (int, float or numeric text) to integer ns, rounded to nearest."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value * 1000
+        if isinstance(value, float) and math.isfinite(value):
+            return round(value * 1000.0)
+        if isinstance(value, str):
+            try:
+                return _text_us_to_ns(value)
+            except (ValueError, OverflowError):
+                pass
+        raise InputError(
+            f"{self.path}: event {number} has a non-numeric time {value!r}, {_EXPECTED}"
+        )
+
+    def build(self, skip_runs: int, omap: Mapping[str, list[str] | None]) -> OrtProfile:
+        run_spans = sorted(self.run_spans)
+        run_starts = [s for s, _ in run_spans]
+        run_ends = [s + d for s, d in run_spans]
+        # Running maximum of run ends: rejects a node outside every run in O(log n) even when
+        # runs overlap (concurrent Run calls on one session).
+        max_end: list[int] = []
+        running = -1
+        for end in run_ends:
+            running = max(running, end)
+            max_end.append(running)
+
+        run_node_ns = [0] * len(run_spans)
+        run_node_count = [0] * len(run_spans)
+        keep: list[int] = []
+        iterations: list[int] = []
+        durs = self.durs
+        for i, ts in enumerate(self.starts):
+            run = _enclosing_run(ts, run_starts, run_ends, max_end)
+            if run < skip_runs:  # also catches -1: outside every run
+                continue
+            keep.append(i)
+            iterations.append(run - skip_runs)
+            run_node_ns[run] += durs[i]
+            run_node_count[run] += 1
+
+        def pick(values: list[Any]) -> list[Any]:
+            return [values[i] for i in keep]
+
+        names = pick(self.names)
+        op_name, provider, node_index, act, param, out = (pick(c) for c in self.str_args)
+        ops = OPS.from_columns(
+            {
+                "source": [SOURCE] * len(keep),
+                "iteration": iterations,
+                "node_name": names,
+                "op_type": op_name,
+                "provider": provider,
+                "node_index": _int_column(node_index, pa.int32()),
+                "start_ns": pick(self.starts),
+                "dur_ns": pick(durs),
+                "thread_id": pick(self.tids),
+                "input_shapes": pick(self.in_shapes),
+                "output_shapes": pick(self.out_shapes),
+                "activation_bytes": _int_column(act, pa.int64()),
+                "parameter_bytes": _int_column(param, pa.int64()),
+                "output_bytes": _int_column(out, pa.int64()),
+                "original_nodes": [omap.get(n) for n in names],
+            }
+        )
+        if ops.num_rows:
+            order = pc.sort_indices(ops, [("iteration", "ascending"), ("start_ns", "ascending")])
+            ops = ops.take(order)
+
+        kept_runs = range(skip_runs, len(run_spans))
+        runs = ORT_RUNS.from_columns(
+            {
+                "iteration": [r - skip_runs for r in kept_runs],
+                "start_ns": [run_spans[r][0] for r in kept_runs],
+                "dur_ns": [run_spans[r][1] for r in kept_runs],
+                "node_ns": [run_node_ns[r] for r in kept_runs],
+                "node_count": [run_node_count[r] for r in kept_runs],
+            }
+        )
+        return OrtProfile(
+            ops=ops,
+            runs=runs,
+            session_events=dict(self.session_events),
+            run_count_total=len(run_spans),
+        )
+
+
+def _read(path: Path) -> _Columns:
+    """Fill columns from ``path``: line by line when ORT's layout allows, else by decoding."""
+    try:
+        f = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such ONNX Runtime profile") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, {_EXPECTED}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        with f:
+            cols = _read_lines(path, f)
+            if cols is not None:
+                return cols
+            f.seek(0)
+            cols = _Columns(path)
+            for number, ev in enumerate(_iter_events(path, f)):
+                cols.event(ev, number)
+            return cols
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text, {_EXPECTED}") from None
+
+
+def _read_lines(path: Path, f: IO[str]) -> _Columns | None:
+    """Read ORT's one-event-per-line layout; None when the file is laid out otherwise."""
+    first = f.readline()
+    if first.strip() != "[":
+        return None
+    cols = _Columns(path)
+    number = 0
+    closed = False
+    pending: str | None = None  # a line that is not an event: an error only if not the last
+    for raw in f:
+        line = raw.strip()
+        if not line:
+            continue
+        if pending is not None:
+            return None  # e.g. pretty-printed JSON: let the decoder deal with it
+        if line == "]":
+            closed = True
+            break
+        if not (line.endswith("},") or line.endswith("}")) or not cols.line(line):
+            try:
+                ev = json.loads(line[:-1] if line.endswith(",") else line)
+            except ValueError:
+                pending = line
+                continue
+            cols.event(ev, number)
+        number += 1
+    if pending is not None or not closed:
+        raise _truncated(path)
+    if any(rest.strip() for rest in f):
+        raise InputError(f"{path}: data after the closing ']', {_EXPECTED}")
+    return cols
+
+
+def _iter_events(path: Path, f: IO[str]) -> Iterator[Any]:
+    """Yield the elements of the top-level JSON array in ``f``, one at a time.
+
+    Decodes incrementally so a large profile never exists as one Python list, and tells a
+    truncated profile (no closing ``]``) from a complete one.
+    """
+    decoder = json.JSONDecoder()
+    buf = ""
+    pos = 0
+    eof = False
+
+    def more() -> bool:
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        chunk = f.read(_CHUNK_CHARS)
+        if not chunk:
+            eof = True
+            return False
+        buf = buf[pos:] + chunk
+        pos = 0
+        return True
+
+    def skip_ws() -> bool:
+        """Advance past whitespace; False when the file ended first."""
+        nonlocal pos
+        while True:
+            m = _WS.match(buf, pos)
+            pos = m.end() if m else pos
+            if pos < len(buf):
+                return True
+            if not more():
+                return False
+
+    if not skip_ws():
+        raise InputError(f"{path}: empty file, {_EXPECTED}")
+    if buf[pos] != "[":
+        kind = "a JSON object" if buf[pos] == "{" else "not a JSON array"
+        raise InputError(f"{path}: {kind}, {_EXPECTED}")
+    pos += 1
+    first = True
+    while True:
+        if not skip_ws():
+            raise _truncated(path)
+        if buf[pos] == "]":
+            pos += 1
+            break
+        if not first:
+            if buf[pos] != ",":
+                raise InputError(f"{path}: invalid JSON (expected ',' or ']'), {_EXPECTED}")
+            pos += 1
+            if not skip_ws():
+                raise _truncated(path)
+        first = False
+        while True:
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                if more():
+                    continue
+                if _ran_out(exc, buf):
+                    raise _truncated(path) from None
+                raise InputError(f"{path}: invalid JSON ({exc.msg}), {_EXPECTED}") from None
+            # A bare number at the very end of the buffer may be cut short: re-read with more.
+            if end == len(buf) and not isinstance(obj, (dict, list, str)) and more():
+                continue
+            break
+        pos = end
+        yield obj
+    if skip_ws():
+        raise InputError(f"{path}: data after the closing ']', {_EXPECTED}")
+
+
+def _ran_out(exc: json.JSONDecodeError, text: str) -> bool:
+    """Whether a decode error at end of file means the text stopped, not that it is wrong."""
+    return exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip())
+
+
+def _truncated(path: Path) -> InputError:
+    return InputError(
+        f"{path}: truncated ONNX Runtime profile (no closing ']'; ORT writes it in "
+        "end_profiling, so the profiled process probably died or never called it)"
+    )
+
+
+def _enclosing_run(ts: int, starts: list[int], ends: list[int], max_end: list[int]) -> int:
+    """Index of the run whose [start, end] holds ``ts``; -1 when none does."""
+    i = bisect.bisect_right(starts, ts) - 1
+    if i < 0 or max_end[i] < ts:
+        return -1
+    if ends[i] >= ts:
+        return i
+    # Overlapping runs: the latest-starting run has ended, an earlier one has not.
+    j = i - 1
+    while j >= 0 and max_end[j] >= ts:
+        if ends[j] >= ts:
+            return j
+        j -= 1
+    return -1
+
+
+def _text_us_to_ns(text: str) -> int:
+    """Microseconds written as JSON number text to integer ns, rounded to nearest."""
+    if text.isdigit():
+        return int(text) * 1000
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return round(value * 1000.0)
+
+
+def _find_shape(line: str, key: str, start: int) -> str | None:
+    i = line.find(key, start)
+    if i < 0:
+        return None
+    m = _SHAPE.match(line, i + len(key))
+    if m is not None:
+        return m.group()
+    # Older builds write the shape list as a JSON string: decode just that value.
+    try:
+        value, _ = json.JSONDecoder().raw_decode(line, i + len(key))
+    except ValueError:
+        return None
+    return _shape_text(value)
+
+
+def _shape_text(value: Any) -> str | None:
+    """Compact JSON text of an ORT type/shape arg, a list in new builds, text in old ones."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text  # not JSON: keep ORT's text rather than lose it
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _int_column(values: list[str | None], typ: pa.DataType) -> pa.Array:
+    """Integer args ORT writes as text ("896"), cast in one go; odd values become null."""
+    text = pa.array(values, type=pa.string())
+    try:
+        return pc.cast(text, typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([_opt_int(v) for v in values], type=typ)
+
+
+def _opt_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None

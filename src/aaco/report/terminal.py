@@ -1,0 +1,231 @@
+"""The terminal renderer: header, latency, top operators with share bars, telemetry, warnings."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from aaco.report.base import Renderer
+from aaco.report.model import build_report
+from aaco.session.bundle import Session
+
+BAR_WIDTH = 20
+
+
+def fmt_ms(v: float | None) -> str:
+    """Milliseconds with 3 significant-ish digits; 'unknown' for missing values."""
+    if v is None:
+        return "unknown"
+    if v >= 100:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.3f}"
+    return f"{v:.4f}"
+
+
+def fmt_bytes(v: float | None) -> str:
+    if v is None:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} TiB"
+
+
+def bar(pct: float, width: int = BAR_WIDTH) -> str:
+    filled = pct / 100 * width
+    full = int(filled)
+    half = "▌" if filled - full >= 0.5 and full < width else ""
+    return "█" * full + half
+
+
+def _header(r: dict[str, Any]) -> Panel:
+    m, b, s = r["model"], r["backend"], r["session"]
+    status = r["status"]
+    style = "green" if status == "completed" else "bold red"
+    lines = Text()
+    lines.append("model    ", style="dim")
+    lines.append(f"{m['name']}")
+    if m.get("parameter_count") is not None:
+        lines.append(f"  ({m['parameter_count'] / 1e6:.2f} M params, {m.get('node_count')} nodes)", style="dim")
+    lines.append("\nbackend  ", style="dim")
+    active = b.get("providers_active") or []
+    lines.append(f"{b['name']} ({b['provider']})")
+    if active and active[0] != b["provider"]:
+        lines.append(f"  active: {', '.join(active)}", style="yellow")
+    lines.append("\nbatch    ", style="dim")
+    lines.append(str(b.get("batch") if b.get("batch") is not None else "unknown"))
+    lines.append("\nsession  ", style="dim")
+    lines.append(f"{s['id']}  ")
+    lines.append(status, style=style)
+    if s.get("tag"):
+        lines.append(f"  tag: {s['tag']}", style="dim")
+    if s.get("error"):
+        lines.append(f"\nerror    {s['error'].get('message')}", style="red")
+    return Panel(lines, title="AACO session", title_align="left", expand=False)
+
+
+def _latency(r: dict[str, Any]) -> Table | Text:
+    summ = r["summary"]
+    lat = summ.get("latency_ms")
+    if not lat:
+        return Text("latency: unknown (no measured iterations)", style="yellow")
+    t = Table(title="Latency (ms), measured phase", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max", "CoV"):
+        t.add_column(col, justify="right")
+    cov = lat.get("cov")
+    t.add_row(
+        str(lat["count"]),
+        fmt_ms(lat["mean"]),
+        fmt_ms(lat["std"]),
+        fmt_ms(lat["min"]),
+        fmt_ms(lat["p50"]),
+        fmt_ms(lat["p90"]),
+        fmt_ms(lat["p95"]),
+        fmt_ms(lat["p99"]),
+        fmt_ms(lat["max"]),
+        "unknown" if cov is None else f"{cov:.1%}",
+    )
+    return t
+
+
+def _throughput_line(r: dict[str, Any]) -> Text:
+    summ = r["summary"]
+    txt = Text()
+    if summ.get("throughput") is not None:
+        txt.append(f"throughput {summ['throughput']:.1f} items/s", style="bold")
+        txt.append(f" (batch {summ['batch']}, {summ['iterations_per_s']:.1f} it/s)")
+    elif summ.get("iterations_per_s") is not None:
+        txt.append(f"throughput {summ['iterations_per_s']:.1f} iterations/s", style="bold")
+        txt.append(" (batch unknown: items/s not computed)", style="dim")
+    w = summ.get("warmup")
+    if w:
+        txt.append(f"\nwarmup     {w['count']} it, first {fmt_ms(w['first_iteration_ms'])} ms")
+        if w.get("effect_pct") is not None:
+            txt.append(f", mean {w['effect_pct']:+.1f}% vs measured")
+    return txt
+
+
+def _top_ops(r: dict[str, Any]) -> Table | Text:
+    top = r["top_ops"]
+    prof = r["summary"].get("profile")
+    if not top:
+        return Text("operators: no profile (run without --no-profile to see where the time went)", style="dim")
+    n_iter = prof.get("profiled_iterations") if prof else None
+    t = Table(
+        title=f"Top operators (profiled pass, {n_iter} iterations)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    t.add_column("node")
+    t.add_column("op type")
+    t.add_column("ms/iter", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("", no_wrap=True)
+    t.add_column("calls/iter", justify="right")
+    # Bars are scaled to the largest share so that flat profiles (50 convs at 2 % each)
+    # still show their shape.
+    top_pct = max((op["pct"] for op in top), default=0.0) or 1.0
+    for op in top:
+        calls = op["calls"] / n_iter if n_iter else op["calls"]
+        name = op["name"]
+        if len(name) > 48:
+            name = "…" + name[-47:]
+        t.add_row(
+            escape(name),
+            escape(op["op_type"] or "?"),
+            fmt_ms(op["ms_per_iter"]),
+            f"{op['pct']:.1f}%",
+            Text(bar(op["pct"] / top_pct * 100), style="cyan"),
+            f"{calls:g}",
+        )
+    return t
+
+
+def _op_types(r: dict[str, Any]) -> Text:
+    types = r["top_op_types"][:8]
+    if not types:
+        return Text("")
+    parts = [f"{escape(t['op_type'] or '?')} {t['pct']:.0f}%" for t in types]
+    return Text("by op type: " + ", ".join(parts), style="dim")
+
+
+def _coverage(r: dict[str, Any]) -> Text:
+    prof = r["summary"].get("profile")
+    if not prof or prof.get("coverage") is None:
+        return Text("")
+    return Text(
+        f"operator time {fmt_ms(prof.get('node_ms_per_iter_p50'))} ms/iter (median) covers "
+        f"{prof['coverage']:.0%} of the measured p50; "
+        f"mean overhead outside operators {fmt_ms(prof['overhead_ms'])} ms"
+    )
+
+
+def _telemetry(r: dict[str, Any]) -> Text:
+    tel = r.get("telemetry")
+    if not tel:
+        return Text("telemetry: none (run without --no-telemetry)", style="dim")
+
+    def num(v: float | None, fmt: str, unit: str) -> str:
+        return "unknown" if v is None else format(v, fmt) + unit
+
+    scope = "measured phase" if tel.get("scope") == "window" else "whole run"
+    return Text(
+        f"telemetry  worker CPU {num(tel.get('proc_cpu_pct_mean'), '.0f', '%')}, "
+        f"system CPU {num(tel.get('sys_cpu_pct_mean'), '.0f', '%')}, "
+        f"RSS peak {fmt_bytes(tel.get('proc_rss_peak_bytes'))}, "
+        f"ctx switches {num(tel.get('ctx_switches_per_s'), '.0f', '/s')}, "
+        f"major faults {num(tel.get('major_faults_per_s'), '.1f', '/s')}, "
+        f"CPU freq {num(tel.get('cpu_freq_mhz_mean'), '.0f', ' MHz')} "
+        f"({tel.get('samples')} samples, {scope})"
+    )
+
+
+def _warnings(r: dict[str, Any]) -> Text:
+    txt = Text()
+    for w in r["warnings"]:
+        txt.append("warning: ", style="bold yellow")
+        txt.append(w + "\n")
+    return txt
+
+
+def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    """Render a report model to terminal text (ANSI styles only when ``color``)."""
+    buf = io.StringIO()
+    console = Console(
+        file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False
+    )
+    parts = [
+        _header(report),
+        _latency(report),
+        _throughput_line(report),
+        Text(""),
+        _top_ops(report),
+        _op_types(report),
+        _coverage(report),
+        Text(""),
+        _telemetry(report),
+        _warnings(report),
+    ]
+    console.print(Group(*parts))
+    return buf.getvalue()
+
+
+class TerminalRenderer(Renderer):
+    name = "terminal"
+    output_file_extension = ".txt"
+
+    def __init__(self, width: int = 110, color: bool = False) -> None:
+        self.width = width
+        self.color = color
+
+    def render(self, session: Session) -> str:
+        return render_report(build_report(session), width=self.width, color=self.color)

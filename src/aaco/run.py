@@ -1,0 +1,428 @@
+"""``aaco run`` as a library call: resolve the model, measure it in a worker, write the bundle.
+
+>>> from aaco.run import RunOptions, run_model          # doctest: +SKIP
+>>> session = run_model(RunOptions(model="mlp", iterations=50))   # doctest: +SKIP
+>>> session.summary["latency_ms"]["p50"]                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from aaco import __version__
+from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
+from aaco.errors import InputError, UsageError
+from aaco.runners.inputs import InputSpec, batch_of, resolve_inputs
+from aaco.runners.launch import LaunchOutcome, launch_worker
+from aaco.runners.spec import SPEC_FILE, RunSpec
+from aaco.session.bundle import (
+    FORMAT_VERSION,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    BundleWriter,
+    Session,
+    utc_now_iso,
+)
+
+DEFAULT_WARMUP = 10
+DEFAULT_ITERATIONS = 100
+DEFAULT_PROFILE_WARMUP = 2
+DEFAULT_PROFILE_ITERATIONS = 10
+DEFAULT_SAMPLE_HZ = 10.0
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+@dataclass
+class RunOptions:
+    """The options of ``aaco run``; None means "take the registry's value, else the default"."""
+
+    model: str
+    backend: str = "cpu"
+    batch: int | None = None
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    warmup: int | None = None
+    iterations: int | None = None
+    duration_s: float | None = None
+    threads: int | None = None
+    tag: str | None = None
+    output: Path = Path("sessions")
+    profile: bool = True
+    profile_iterations: int = DEFAULT_PROFILE_ITERATIONS
+    telemetry: bool = True
+    sample_hz: float = DEFAULT_SAMPLE_HZ
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    seed: int = 0
+    int_range: tuple[int, int] | None = None
+    config_dir: Path | None = None
+    argv: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str
+    path: Path
+    source: str  # builtin | file
+    entry: ModelEntry | None
+
+
+def resolve_model(spec: str, registry: Registry) -> ResolvedModel:
+    """A registry name or a path to an ONNX file; builds built-in models on first use."""
+    p = Path(spec).expanduser()
+    looks_like_path = spec.endswith(".onnx") or "/" in spec or p.exists()
+    if looks_like_path and spec not in registry.models:
+        if not p.exists():
+            raise InputError(f"model file not found: {spec}")
+        if p.is_dir():
+            raise InputError(f"{spec}: is a directory, expected an .onnx file")
+        return ResolvedModel(name=p.stem, path=p.resolve(), source="file", entry=None)
+    entry = registry.model(spec)
+    if entry.builder is not None:
+        from aaco.models.registry import build_cached
+
+        params = dict(entry.params)
+        if entry.dtype is not None and "dtype" not in params:
+            params["dtype"] = entry.dtype
+        path = build_cached(entry.builder, params)
+        return ResolvedModel(name=entry.name, path=path, source="builtin", entry=entry)
+    assert entry.path is not None
+    if not entry.path.exists():
+        raise InputError(f"model {spec!r}: file not found: {entry.path} (from {entry.origin})")
+    return ResolvedModel(name=entry.name, path=entry.path.resolve(), source="registry", entry=entry)
+
+
+def check_provider(backend: BackendEntry) -> tuple[list[str], list[str]]:
+    """(available providers, fallbacks kept); error when the backend's provider is missing."""
+    import onnxruntime as ort
+
+    available = list(ort.get_available_providers())
+    if backend.provider not in available:
+        raise UsageError(
+            f"backend {backend.name!r} needs {backend.provider}, which this onnxruntime "
+            f"{ort.__version__} does not provide; available: {', '.join(available)}"
+        )
+    fallbacks = [p for p in backend.fallback_providers if p in available and p != backend.provider]
+    return available, fallbacks
+
+
+def run_model(opts: RunOptions) -> Session:
+    """Measure a model and write a bundle; returns the published bundle, whatever its status.
+
+    Usage errors (unknown model or backend, bad shapes, unreadable files) raise before any
+    bundle exists. Once the bundle exists, a failure is recorded in it, not raised.
+    """
+    if opts.iterations is not None and opts.duration_s is not None:
+        raise UsageError("give --iterations or --duration, not both")
+    if opts.iterations is not None and opts.iterations < 1:
+        raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
+    if opts.duration_s is not None and opts.duration_s <= 0:
+        raise UsageError(f"--duration must be > 0 seconds, got {opts.duration_s:g}")
+    if opts.warmup is not None and opts.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {opts.warmup}")
+    if opts.threads is not None and opts.threads < 0:
+        raise UsageError(f"--threads must be >= 0 (0 = onnxruntime default), got {opts.threads}")
+    if opts.telemetry and opts.sample_hz <= 0:
+        raise UsageError(f"--sample-hz must be > 0, got {opts.sample_hz:g}")
+    if opts.profile and opts.profile_iterations < 1:
+        raise UsageError("--profile-iterations must be >= 1")
+
+    registry = load_registry(opts.config_dir)
+    backend = registry.backend(opts.backend)
+    available, fallbacks = check_provider(backend)
+    backend = BackendEntry(**{**backend.__dict__, "fallback_providers": tuple(fallbacks)})
+    model = resolve_model(opts.model, registry)
+
+    from aaco.analysis.graph import load_model_proto
+
+    proto = load_model_proto(model.path)
+    entry = model.entry
+    inputs = resolve_inputs(
+        proto,
+        user_shapes=opts.shapes,
+        registry_shapes=entry.input_shapes if entry else None,
+        batch=opts.batch,
+        int_range=opts.int_range,
+    )
+    warmup = opts.warmup if opts.warmup is not None else (
+        entry.warmup if entry and entry.warmup is not None else DEFAULT_WARMUP
+    )
+    iterations: int | None = None
+    if opts.duration_s is None:
+        iterations = opts.iterations or (
+            entry.iterations if entry and entry.iterations else DEFAULT_ITERATIONS
+        )
+    batch = opts.batch if opts.batch is not None else batch_of(inputs)
+
+    writer = BundleWriter(opts.output)
+    try:
+        return _run_into(writer, opts, model, backend, available, proto, inputs, warmup, iterations, batch)
+    except BaseException:
+        # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
+        _salvage(writer, sys.exc_info()[1])
+        raise
+
+
+def _base_meta(
+    writer: BundleWriter,
+    opts: RunOptions,
+    model: ResolvedModel,
+    backend: BackendEntry,
+    inputs: Sequence[InputSpec],
+    warmup: int,
+    iterations: int | None,
+    batch: int | None,
+) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "aaco_version": __version__,
+        "session_id": writer.session_id,
+        "created_utc": utc_now_iso(),
+        "finished_utc": None,
+        "status": STATUS_RUNNING,
+        "error": None,
+        "tag": opts.tag,
+        "command_line": list(opts.argv if opts.argv is not None else sys.argv),
+        "model": {"name": model.name, "path": str(model.path), "source": model.source},
+        "backend": {"name": backend.name, "provider": backend.provider},
+        "run": {
+            "framework": "onnxruntime",
+            "batch": batch,
+            "batch_source": "--batch" if opts.batch is not None else ("inputs" if batch else None),
+            "inputs": [i.to_json() for i in inputs],
+            "warmup": warmup,
+            "iterations": iterations,
+            "duration_s": opts.duration_s,
+            "threads": opts.threads,
+            "seed": opts.seed,
+            "profile": opts.profile,
+            "profile_warmup": max(DEFAULT_PROFILE_WARMUP, warmup) if opts.profile else 0,
+            "profile_iterations": opts.profile_iterations if opts.profile else 0,
+            "telemetry": opts.telemetry,
+            "sample_hz": opts.sample_hz if opts.telemetry else None,
+            "timeout_s": opts.timeout_s,
+        },
+        "clock": {
+            "name": "perf_counter_ns (CLOCK_MONOTONIC)",
+            "epoch_offset_ns": time.time_ns() - time.perf_counter_ns(),
+        },
+        "phases": {},
+        "failures": [],
+    }
+
+
+def _run_into(
+    writer: BundleWriter,
+    opts: RunOptions,
+    model: ResolvedModel,
+    backend: BackendEntry,
+    available: list[str],
+    proto: Any,
+    inputs: list[InputSpec],
+    warmup: int,
+    iterations: int | None,
+    batch: int | None,
+) -> Session:
+    meta = _base_meta(writer, opts, model, backend, inputs, warmup, iterations, batch)
+    # The profiled session is new and cold: warm it as long as the measured one was warmed.
+    profile_warmup = int(meta["run"]["profile_warmup"])
+    failures: list[dict[str, str]] = meta["failures"]
+    writer.write_json("session.json", meta)
+
+    def attempt(stage: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # a side product failed: record it, keep the run
+            failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
+            return None
+
+    from aaco.collectors.environment import capture_environment
+
+    env = attempt("environment", capture_environment, meta["command_line"], available)
+    if env is not None:
+        writer.write_json("env.json", env)
+        meta["fingerprint"] = env.get("fingerprint")
+    attempt("graph", _write_graph, writer, model, proto, inputs)
+
+    spec = RunSpec(
+        model_path=str(model.path),
+        inputs=tuple(inputs),
+        backend=backend,
+        warmup=warmup,
+        iterations=iterations,
+        duration_s=opts.duration_s,
+        threads=opts.threads,
+        seed=opts.seed,
+        profile=opts.profile,
+        profile_warmup=profile_warmup,
+        profile_iterations=opts.profile_iterations,
+        bundle_dir=str(writer.path),
+    )
+    writer.write_json(SPEC_FILE, spec.to_json())
+    outcome = launch_worker(
+        writer.path,
+        "aaco.runners.ort",
+        timeout_s=opts.timeout_s,
+        telemetry_hz=opts.sample_hz if opts.telemetry else None,
+    )
+    _finish(writer, meta, outcome, spec, proto, batch, attempt)
+    writer.write_json("session.json", meta)
+    writer.publish()
+    return Session.load(writer.final_path)
+
+
+def _write_graph(writer: BundleWriter, model: ResolvedModel, proto: Any, inputs: Sequence[InputSpec]) -> None:
+    from aaco.analysis.graph import extract_graph, file_sha256
+
+    info = extract_graph(proto, {i.name: list(i.shape) for i in inputs}, graph_label="original")
+    meta = dict(info.meta)
+    meta["path"] = str(model.path)
+    meta["name"] = model.name
+    meta["source"] = model.source
+    meta["file_bytes"] = model.path.stat().st_size
+    meta["sha256"] = file_sha256(model.path)
+    if model.entry is not None and model.entry.builder is not None:
+        meta["builder"] = {"name": model.entry.builder, "params": model.entry.params}
+    writer.write_json("model/model_meta.json", meta)
+    writer.write_table("graph_nodes", info.nodes)
+    writer.write_table("graph_edges", info.edges)
+
+
+def _add_optimized_graph(writer: BundleWriter, proto: Any, spec: RunSpec) -> dict[str, list[str] | None]:
+    from aaco.analysis.graph import extract_graph, load_model_proto, map_optimized_to_original
+
+    optimized = load_model_proto(writer.path / "model" / "optimized.onnx")
+    mapping = map_optimized_to_original(proto, optimized)
+    info = extract_graph(
+        optimized,
+        {i.name: list(i.shape) for i in spec.inputs},
+        graph_label="optimized",
+        original_map=mapping,
+    )
+    nodes_file = writer.path / "model" / "graph_nodes.parquet"
+    if nodes_file.is_file():
+        import pyarrow.parquet as pq
+
+        info_nodes = pa.concat_tables([pq.read_table(nodes_file), info.nodes])
+    else:
+        info_nodes = info.nodes
+    writer.write_table("graph_nodes", info_nodes)
+    return mapping
+
+
+def _finish(
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    outcome: LaunchOutcome,
+    spec: RunSpec,
+    proto: Any,
+    batch: int | None,
+    attempt: Any,
+) -> None:
+    from aaco.analysis.ops import profile_coverage
+    from aaco.analysis.stats import summarize_iterations
+    from aaco.analysis.telemetry import summarize_system
+
+    result = outcome.result
+    meta["status"] = outcome.status
+    meta["error"] = (
+        {"message": outcome.error, "stage": outcome.stage, "returncode": outcome.returncode}
+        if outcome.error
+        else None
+    )
+    meta["finished_utc"] = utc_now_iso()
+    meta["worker"] = {"wall_s": outcome.wall_ns / 1e9, "returncode": outcome.returncode}
+    if result is not None:
+        meta["phases"] = result.phases
+        meta["failures"].extend(result.failures)
+        writer.write_json(
+            "runtime/ort_config.json",
+            {
+                "backend": spec.backend.to_json(),
+                "providers_requested": result.providers_requested,
+                "providers_active": result.providers_active,
+                "session_options": result.session_options,
+                "model_load_ms": result.load_time_ns / 1e6 if result.load_time_ns else None,
+                "optimized_model": result.optimized_model,
+            },
+        )
+        meta["backend"]["providers_active"] = result.providers_active
+    if outcome.telemetry is not None:
+        writer.write_table("system_events", outcome.telemetry)
+        meta["telemetry"] = outcome.telemetry_info
+
+    summary: dict[str, Any] = {"status": outcome.status}
+    iters_file = writer.path / "metrics" / "inference_iters.parquet"
+    if iters_file.is_file():
+        import pyarrow.parquet as pq
+
+        summary.update(summarize_iterations(pq.read_table(iters_file), batch))
+    else:
+        summary.update({"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []})
+
+    mapping = None
+    if result is not None and result.optimized_model:
+        mapping = attempt("optimized_graph", _add_optimized_graph, writer, proto, spec)
+    if result is not None and result.profile_file:
+        from aaco.importers.ort_profile import parse_ort_profile
+
+        profile = attempt(
+            "profile_parse",
+            parse_ort_profile,
+            writer.path / result.profile_file,
+            spec.profile_warmup,
+            mapping,
+        )
+        if profile is not None:
+            writer.write_table("ops", profile.ops)
+            writer.write_table("ort_runs", profile.runs)
+            lat = summary.get("latency_ms") or {}
+            summary["profile"] = profile_coverage(
+                profile.ops, profile.runs, lat.get("mean"), lat.get("p50")
+            )
+            summary["profile"]["session_events_ms"] = {
+                k: v / 1e6 for k, v in profile.session_events.items()
+            }
+    if "profile" not in summary:
+        summary["profile"] = None
+    if outcome.telemetry is not None and outcome.telemetry.num_rows:
+        window = meta["phases"].get("measured")
+        summary["telemetry"] = summarize_system(outcome.telemetry, tuple(window) if window else None)
+    else:
+        summary["telemetry"] = None
+    writer.write_json("metrics/inference_summary.json", summary)
+
+
+def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
+    """Publish what exists, marked failed, after an unexpected error or an interrupt."""
+    try:
+        session_file = writer.path / "session.json"
+        import json
+
+        meta = json.loads(session_file.read_text()) if session_file.is_file() else {
+            "format_version": FORMAT_VERSION,
+            "session_id": writer.session_id,
+        }
+        reason = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else (
+            f"internal error: {type(exc).__name__}: {exc}"
+        )
+        meta["status"] = STATUS_FAILED
+        meta["error"] = {"message": reason, "stage": "aaco"}
+        meta["finished_utc"] = utc_now_iso()
+        writer.write_json("session.json", meta)
+        if not isinstance(exc, KeyboardInterrupt):
+            (writer.path / "runtime").mkdir(exist_ok=True)
+            (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
+        writer.publish()
+    except Exception:
+        pass
+
+
+__all__ = ["STATUS_COMPLETED", "RunOptions", "resolve_model", "run_model"]

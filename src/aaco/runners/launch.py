@@ -1,0 +1,157 @@
+"""Start a worker process, watch it (timeout, telemetry), and say how it ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from aaco.runners.spec import LOG_FILE, PROGRESS_FILE, RESULT_FILE, WorkerResult
+
+
+@dataclass
+class LaunchOutcome:
+    """How the worker ended, seen from the parent."""
+
+    status: str  # completed | failed | timeout
+    error: str | None
+    returncode: int | None
+    result: WorkerResult | None
+    wall_ns: int
+    stage: str | None
+    telemetry: pa.Table | None = None
+    telemetry_info: dict[str, Any] = field(default_factory=dict)
+
+
+def _last_stage(bundle_dir: Path) -> str | None:
+    try:
+        lines = (bundle_dir / PROGRESS_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return str(json.loads(line)["stage"])
+        except (ValueError, KeyError):
+            continue
+    return None
+
+
+def _log_tail(bundle_dir: Path, n: int = 3) -> str:
+    try:
+        lines = [ln.strip() for ln in (bundle_dir / LOG_FILE).read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return " | ".join(lines[-n:])[:400]
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def launch_worker(
+    bundle_dir: Path,
+    module: str,
+    timeout_s: float | None,
+    telemetry_hz: float | None,
+) -> LaunchOutcome:
+    """Run ``python -m <module> <bundle_dir>`` and wait, sampling telemetry about it.
+
+    The worker runs in its own process group so a timeout kills it with every thread and
+    child it started. Its stdout and stderr go to ``runtime/worker.log``.
+    """
+    log_path = bundle_dir / LOG_FILE
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    start = time.perf_counter_ns()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(bundle_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+        sampler = None
+        telemetry_info: dict[str, Any] = {}
+        timed_out = False
+        try:
+            if telemetry_hz:
+                from aaco.collectors.system import SystemSampler
+
+                sampler = SystemSampler(proc.pid, hz=telemetry_hz)
+                sampler.__enter__()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(proc)
+        except BaseException:
+            _kill(proc)
+            raise
+        finally:
+            if sampler is not None:
+                sampler.__exit__(None, None, None)
+    wall = time.perf_counter_ns() - start
+    table = None
+    if sampler is not None:
+        table = sampler.table()
+        telemetry_info = {
+            "hz": telemetry_hz,
+            "samples": sampler.sample_count,
+            "sampler_cpu_s": sampler.overhead_cpu_s,
+            "stopped_reason": sampler.stopped_reason,
+        }
+    result = None
+    if (bundle_dir / RESULT_FILE).is_file():
+        try:
+            result = WorkerResult.from_json(json.loads((bundle_dir / RESULT_FILE).read_text()))
+        except (OSError, ValueError, TypeError):
+            result = None
+    stage = result.stage if result is not None else _last_stage(bundle_dir)
+    rc = proc.returncode
+    if timed_out:
+        status = "timeout"
+        error = f"worker exceeded the {timeout_s:g} s timeout during stage '{stage or 'start'}' and was killed"
+    elif result is not None and result.status == "completed" and rc == 0:
+        status, error = "completed", None
+    elif result is not None and result.error:
+        status, error = "failed", result.error
+    elif rc is not None and rc < 0:
+        try:
+            signame = signal.Signals(-rc).name
+        except ValueError:
+            signame = f"signal {-rc}"
+        hint = " (out of memory?)" if signame == "SIGKILL" else ""
+        status = "failed"
+        error = f"worker killed by {signame} during stage '{stage or 'start'}'{hint}"
+    else:
+        tail = _log_tail(bundle_dir)
+        status = "failed"
+        error = f"worker exited with code {rc} during stage '{stage or 'start'}'" + (
+            f": {tail}" if tail else ""
+        )
+    return LaunchOutcome(
+        status=status,
+        error=error,
+        returncode=rc,
+        result=result,
+        wall_ns=wall,
+        stage=stage,
+        telemetry=table,
+        telemetry_info=telemetry_info,
+    )

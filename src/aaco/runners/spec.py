@@ -1,0 +1,99 @@
+"""What a worker is asked to run, and what it reports back: plain JSON both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aaco.config import BackendEntry
+from aaco.runners.inputs import InputSpec
+
+SPEC_FILE = "runtime/worker_spec.json"
+RESULT_FILE = "runtime/worker_result.json"
+PROGRESS_FILE = "runtime/worker_progress.jsonl"
+LOG_FILE = "runtime/worker.log"
+PROFILE_DIR = "profiler/ort_profile_raw"
+OPTIMIZED_MODEL = "model/optimized.onnx"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything the worker needs; the parent has already validated it."""
+
+    model_path: str
+    inputs: tuple[InputSpec, ...]
+    backend: BackendEntry
+    warmup: int
+    iterations: int | None
+    duration_s: float | None
+    threads: int | None
+    seed: int
+    profile: bool
+    profile_warmup: int
+    profile_iterations: int
+    bundle_dir: str
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["inputs"] = [i.to_json() for i in self.inputs]
+        d["backend"] = self.backend.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RunSpec:
+        b = d["backend"]
+        backend = BackendEntry(
+            name=b["name"],
+            provider=b["provider"],
+            intra_op_threads=b["intra_op_threads"],
+            inter_op_threads=b["inter_op_threads"],
+            graph_optimization_level=b["graph_optimization_level"],
+            execution_mode=b["execution_mode"],
+            fallback_providers=tuple(b["fallback_providers"]),
+            provider_options=dict(b["provider_options"]),
+            origin=b.get("origin", "builtin"),
+        )
+        return cls(
+            model_path=d["model_path"],
+            inputs=tuple(InputSpec.from_json(i) for i in d["inputs"]),
+            backend=backend,
+            warmup=int(d["warmup"]),
+            iterations=d["iterations"],
+            duration_s=d["duration_s"],
+            threads=d["threads"],
+            seed=int(d["seed"]),
+            profile=bool(d["profile"]),
+            profile_warmup=int(d["profile_warmup"]),
+            profile_iterations=int(d["profile_iterations"]),
+            bundle_dir=d["bundle_dir"],
+        )
+
+
+@dataclass
+class WorkerResult:
+    """The worker's own account of the run; the parent adds what it saw from outside."""
+
+    status: str = "failed"  # completed | failed
+    stage: str = "start"  # the stage reached: start, load, inputs, warmup, measure, profile, done
+    error: str | None = None
+    error_type: str | None = None
+    providers_requested: list[str] = field(default_factory=list)
+    providers_active: list[str] = field(default_factory=list)
+    session_options: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, list[int]] = field(default_factory=dict)
+    measured_iterations: int = 0
+    warmup_iterations: int = 0
+    profile_file: str | None = None
+    profile_runs: int = 0
+    optimized_model: str | None = None
+    load_time_ns: int | None = None
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> WorkerResult:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,43 @@
+"""The sessions under a root, one summary row each, for ``aaco ls`` and later history views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aaco.errors import BundleError
+from aaco.session.bundle import Session, iter_sessions
+
+
+def session_row(session: Session) -> dict[str, Any]:
+    """One row: identity, configuration and headline numbers (None when unknown)."""
+    meta = session.meta
+    summary = session.summary or {}
+    lat = summary.get("latency_ms") or {}
+    thr = summary.get("throughput") or {}
+    return {
+        "id": session.session_id,
+        "path": str(session.path),
+        "created_utc": meta.get("created_utc"),
+        "model": (meta.get("model") or {}).get("name"),
+        "backend": (meta.get("backend") or {}).get("name"),
+        "batch": (meta.get("run") or {}).get("batch"),
+        "tag": meta.get("tag"),
+        "status": session.status,
+        "p50_ms": lat.get("p50"),
+        "p99_ms": lat.get("p99"),
+        "throughput": thr.get("items_per_s"),
+        "fingerprint": meta.get("fingerprint"),
+    }
+
+
+def list_sessions(root: Path) -> list[dict[str, Any]]:
+    """Rows for every loadable bundle under ``root``, oldest first; unreadable ones are
+    listed with status ``unreadable`` rather than hidden."""
+    rows: list[dict[str, Any]] = []
+    for path in iter_sessions(root):
+        try:
+            rows.append(session_row(Session.load(path)))
+        except BundleError as exc:
+            rows.append({"id": path.name, "path": str(path), "status": "unreadable", "error": str(exc)})
+    return rows

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from aaco.analysis.ops import op_aggregates, profile_coverage
+from aaco.session.schema import OPS, ORT_RUNS
+
+
+def _ops() -> object:
+    rows = []
+    for it in range(2):
+        for name, op, dur in (("a", "Conv", 600), ("b", "Relu", 100), ("c", "Conv", 300)):
+            rows.append({"source": "onnxruntime", "iteration": it, "node_name": name, "op_type": op,
+                         "provider": "CPUExecutionProvider", "dur_ns": dur * 1000})
+    return OPS.from_rows(rows)
+
+
+def test_node_and_type_aggregates_known_by_construction() -> None:
+    agg = op_aggregates(_ops()).to_pylist()
+    assert [r["node_name"] for r in agg] == ["a", "c", "b"]
+    a = agg[0]
+    assert a["calls"] == 2 and a["total_ns"] == 1_200_000
+    assert a["ns_per_iter"] == pytest.approx(600_000)
+    assert a["pct"] == pytest.approx(60.0)
+    types = op_aggregates(_ops(), by="op_type").to_pylist()
+    assert types[0]["op_type"] == "Conv" and types[0]["pct"] == pytest.approx(90.0)
+    assert types[0]["calls"] == 4
+
+
+def test_empty_ops() -> None:
+    assert op_aggregates(OPS.empty()).num_rows == 0
+
+
+def test_coverage() -> None:
+    runs = ORT_RUNS.from_rows([
+        {"iteration": 0, "start_ns": 0, "dur_ns": 1_100_000, "node_ns": 1_000_000, "node_count": 3},
+        {"iteration": 1, "start_ns": 2_000_000, "dur_ns": 1_100_000, "node_ns": 1_000_000, "node_count": 3},
+    ])
+    cov = profile_coverage(_ops(), runs, measured_mean_ms=1.25, measured_p50_ms=1.25)
+    assert cov["node_ms_per_iter"] == pytest.approx(1.0)
+    assert cov["node_ms_per_iter_p50"] == pytest.approx(1.0)
+    assert cov["ort_run_ms_per_iter"] == pytest.approx(1.1)
+    assert cov["coverage"] == pytest.approx(0.8)
+    assert cov["overhead_ms"] == pytest.approx(0.25)
+    assert cov["ort_internal_overhead_ms"] == pytest.approx(0.1)
+    unknown = profile_coverage(_ops(), None, None)
+    assert unknown["coverage"] is None and unknown["ort_run_ms_per_iter"] is None
+
+
+def test_coverage_uses_medians() -> None:
+    rows = [{"source": "onnxruntime", "iteration": it, "node_name": "a", "op_type": "Conv",
+             "provider": "CPUExecutionProvider", "dur_ns": d}
+            for it, d in enumerate([1_000_000, 1_000_000, 9_000_000])]
+    cov = profile_coverage(OPS.from_rows(rows), None, measured_mean_ms=1.5, measured_p50_ms=1.0)
+    assert cov["node_ms_per_iter"] == pytest.approx(11 / 3)
+    assert cov["node_ms_per_iter_p50"] == pytest.approx(1.0)
+    assert cov["coverage"] == pytest.approx(1.0)  # one slow profiled iteration does not count

@@ -1,0 +1,587 @@
+"""Tests of aaco.importers.ort_profile on hand-made profiles and on real ORT sessions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aaco.analysis.graph import load_model_proto, map_optimized_to_original, node_names
+from aaco.errors import InputError
+from aaco.importers.ort_profile import OrtProfile, parse_ort_profile
+from aaco.session.schema import OPS, ORT_RUNS
+
+Level = ort.GraphOptimizationLevel
+Event = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- writing profiles
+
+
+def _ort_value(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _ort_line(ev: Event) -> str:
+    """One event the way ORT's profiler writes it (profiler.cc)."""
+    args = ",".join(f'"{k}" : {_ort_value(v)}' for k, v in ev.get("args", {}).items())
+    return (
+        f'{{"cat" : "{ev["cat"]}","pid" :{ev.get("pid", 7)},"tid" :{ev.get("tid", 7)},'
+        f'"dur" :{ev["dur"]},"ts" :{ev["ts"]},"ph" : "X","name" :"{ev["name"]}",'
+        f'"args" : {{{args}}}}}'
+    )
+
+
+def write_profile(path: Path, events: Sequence[Event], layout: str = "ort") -> Path:
+    if layout == "ort":
+        text = "[\n" + ",\n".join(_ort_line(e) for e in events) + "\n]\n"
+    elif layout == "compact":
+        text = json.dumps([{"ph": "X", "pid": 7, "tid": 7, **e} for e in events])
+    else:
+        text = json.dumps([{"ph": "X", "pid": 7, "tid": 7, **e} for e in events], indent=2)
+    path.write_text(text)
+    return path
+
+
+def node(name: str, ts: float, dur: float, **args: Any) -> Event:
+    base = {
+        "op_name": "Relu",
+        "provider": "CPUExecutionProvider",
+        "node_index": "0",
+        "activation_size": "96",
+        "parameter_size": "0",
+        "output_size": "96",
+        "input_type_shape": [{"float": [2, 3, 4]}],
+        "output_type_shape": [{"float": [2, 3, 4]}],
+        "thread_scheduling_stats": {
+            "main_thread": {"thread_pool_name": "session-1-intra-op", "block_size": [1]},
+            "sub_threads": {"1402": {"num_run": 0, "core": -1}},
+        },
+        "mem_in_use_delta": "0",
+    }
+    base.update(args)
+    return {"cat": "Node", "ts": ts, "dur": dur, "name": f"{name}_kernel_time", "args": base}
+
+
+def session(name: str, ts: float, dur: float) -> Event:
+    return {"cat": "Session", "ts": ts, "dur": dur, "name": name, "args": {}}
+
+
+# Times in µs. ORT writes model_run after the node events it encloses.
+HAND_MADE: list[Event] = [
+    session("model_loading_uri", 0, 100),
+    session("session_initialization", 100, 2000),
+    node("early", 2200, 5),  # before any run: dropped
+    {"cat": "Node", "ts": 2999, "dur": 1, "name": "a_fence_before", "args": {}},
+    node("a", 3000, 10, op_name="Conv", node_index="4", parameter_size="1728"),
+    node("b", 3011, 20.4),
+    session("SequentialExecutor::Execute", 2995, 40),
+    session("model_run", 2990, 50),
+    node("between", 3500, 5),  # between runs: dropped
+    node("a", 4000, 1.2346, op_name="Conv", node_index="4", parameter_size="1728"),
+    node("b", 4002.5, 7),
+    {
+        "cat": "Kernel",
+        "ts": 4003,
+        "dur": 2,
+        "name": "relu_kernel",
+        "args": {"parent_name": "b", "op_name": "Relu", "stream": "0"},
+    },
+    session("model_run", 3995, 20),
+    node("a", 5000, 3, op_name="Conv", node_index="4", parameter_size="1728"),
+    session("model_run", 4990, 30.0004),
+]
+
+
+@pytest.fixture(params=["ort", "compact", "indented"])
+def hand_made(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """The same events in ORT's line layout and as other JSON writers lay them out."""
+    layout: str = request.param
+    return write_profile(tmp_path / f"profile_{layout}.json", HAND_MADE, layout)
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+# --------------------------------------------------------------------------- hand-made
+
+
+def test_times_become_rounded_nanoseconds(hand_made: Path) -> None:
+    prof = parse_ort_profile(hand_made)
+    rows = _rows(prof.ops)
+    assert [(r["iteration"], r["node_name"], r["start_ns"], r["dur_ns"]) for r in rows] == [
+        (0, "a", 3_000_000, 10_000),
+        (0, "b", 3_011_000, 20_400),
+        (1, "a", 4_000_000, 1_235),  # 1.2346 µs rounds up, not truncated
+        (1, "b", 4_002_500, 7_000),
+        (2, "a", 5_000_000, 3_000),
+    ]
+    assert _rows(prof.runs) == [
+        {
+            "iteration": 0,
+            "start_ns": 2_990_000,
+            "dur_ns": 50_000,
+            "node_ns": 30_400,
+            "node_count": 2,
+        },
+        {
+            "iteration": 1,
+            "start_ns": 3_995_000,
+            "dur_ns": 20_000,
+            "node_ns": 8_235,
+            "node_count": 2,
+        },
+        {
+            "iteration": 2,
+            "start_ns": 4_990_000,
+            "dur_ns": 30_000,
+            "node_ns": 3_000,
+            "node_count": 1,
+        },
+    ]
+    assert prof.session_events == {
+        "model_loading_uri": 100_000,
+        "session_initialization": 2_000_000,
+    }
+    assert prof.run_count_total == 3
+
+
+def test_args_become_columns(hand_made: Path) -> None:
+    first = _rows(parse_ort_profile(hand_made).ops)[0]
+    assert first == {
+        "source": "onnxruntime",
+        "iteration": 0,
+        "node_name": "a",
+        "op_type": "Conv",
+        "provider": "CPUExecutionProvider",
+        "node_index": 4,
+        "start_ns": 3_000_000,
+        "dur_ns": 10_000,
+        "thread_id": 7,
+        "input_shapes": '[{"float":[2,3,4]}]',
+        "output_shapes": '[{"float":[2,3,4]}]',
+        "activation_bytes": 96,
+        "parameter_bytes": 1728,
+        "output_bytes": 96,
+        "original_nodes": None,
+    }
+
+
+def test_tables_follow_the_declared_schemas(hand_made: Path) -> None:
+    prof = parse_ort_profile(hand_made)
+    assert prof.ops.schema.equals(OPS.schema, check_metadata=True)
+    assert prof.runs.schema.equals(ORT_RUNS.schema, check_metadata=True)
+
+
+def test_layouts_parse_to_the_same_tables(tmp_path: Path) -> None:
+    tables = [
+        parse_ort_profile(write_profile(tmp_path / f"{lay}.json", HAND_MADE, lay), skip_runs=1)
+        for lay in ("ort", "compact", "indented")
+    ]
+    for other in tables[1:]:
+        assert other.ops.equals(tables[0].ops)
+        assert other.runs.equals(tables[0].runs)
+
+
+def test_skip_runs_drops_runs_and_renumbers(hand_made: Path) -> None:
+    prof = parse_ort_profile(hand_made, skip_runs=1)
+    assert [(r["iteration"], r["node_name"]) for r in _rows(prof.ops)] == [
+        (0, "a"),
+        (0, "b"),
+        (1, "a"),
+    ]
+    assert [r["iteration"] for r in _rows(prof.runs)] == [0, 1]
+    assert _rows(prof.runs)[0]["start_ns"] == 3_995_000
+    assert prof.run_count_total == 3
+
+    none_left = parse_ort_profile(hand_made, skip_runs=5)
+    assert none_left.ops.num_rows == 0
+    assert none_left.runs.num_rows == 0
+    assert none_left.run_count_total == 3
+    with pytest.raises(ValueError):
+        parse_ort_profile(hand_made, skip_runs=-1)
+
+
+def test_original_map_fills_original_nodes(hand_made: Path) -> None:
+    prof = parse_ort_profile(hand_made, original_map={"a": ["conv", "bn"], "b": None})
+    by_name = {r["node_name"]: r["original_nodes"] for r in _rows(prof.ops)}
+    assert by_name == {"a": ["conv", "bn"], "b": None}
+
+
+def test_shapes_given_as_text_are_stored_compact(tmp_path: Path) -> None:
+    events = [
+        node("a", 10, 1, input_type_shape='[{"float": [1, 2]}]', output_type_shape="odd"),
+        session("model_run", 5, 10),
+    ]
+    for layout in ("ort", "compact"):
+        path = tmp_path / f"{layout}.json"
+        path.write_text(
+            "[\n"
+            + ",\n".join(
+                json.dumps({"ph": "X", "pid": 1, "tid": 1, **e})
+                if layout == "compact"
+                else _ort_line(e).replace('[{"float": [1, 2]}]', '[{\\"float\\": [1, 2]}]')
+                for e in events
+            )
+            + "\n]\n"
+        )
+        row = _rows(parse_ort_profile(path).ops)[0]
+        assert row["input_shapes"] == '[{"float":[1,2]}]'
+        assert row["output_shapes"] == "odd"
+
+
+def test_empty_profile_gives_empty_tables(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text("[\n]\n")
+    prof = parse_ort_profile(path)
+    assert prof == OrtProfile(ops=OPS.empty(), runs=ORT_RUNS.empty(), session_events={})
+
+
+def test_overlapping_runs_keep_their_own_nodes(tmp_path: Path) -> None:
+    # Two threads calling Run at once: the later run starts before the earlier one ends.
+    events = [
+        node("a", 110, 5),
+        node("b", 160, 5),  # after run 1 started, run 0 still going
+        node("c", 260, 5),  # after run 0 ended, run 1 still going
+        session("model_run", 100, 100),
+        session("model_run", 150, 150),
+    ]
+    prof = parse_ort_profile(write_profile(tmp_path / "p.json", events))
+    assert [(r["node_name"], r["iteration"]) for r in _rows(prof.ops)] == [
+        ("a", 0),
+        ("b", 1),
+        ("c", 1),
+    ]
+
+
+def test_many_events_parse_like_json(tmp_path: Path) -> None:
+    """The fast line reader agrees with plain JSON decoding on a larger profile."""
+    rng = np.random.default_rng(0)
+    events: list[Event] = []
+    ts = 1000.0
+    for run in range(20):
+        start = ts
+        for k in range(200):
+            dur = float(rng.integers(1, 50)) + (0.5 if k % 3 == 0 else 0.0)
+            shape = [{"float": [1, int(rng.integers(1, 64)), 7, 7]}]
+            events.append(
+                node(
+                    f"n{k}",
+                    ts,
+                    dur,
+                    node_index=str(k),
+                    input_type_shape=shape,
+                    op_name=f"Op{k % 7}",
+                )
+            )
+            ts += dur + 1
+        events.append(session("model_run", start - 1, ts - start + 1))
+        ts += 10 + run
+    fast = parse_ort_profile(write_profile(tmp_path / "ort.json", events, "ort"), skip_runs=2)
+    slow = parse_ort_profile(write_profile(tmp_path / "json.json", events, "compact"), skip_runs=2)
+    assert fast.ops.num_rows == 18 * 200
+    assert fast.ops.equals(slow.ops)
+    assert fast.runs.equals(slow.runs)
+    durs = fast.ops.column("dur_ns").to_pylist()
+    assert all(isinstance(d, int) and d % 500 == 0 for d in durs)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _expect_input_error(path: Path, *fragments: str) -> str:
+    with pytest.raises(InputError) as err:
+        parse_ort_profile(path)
+    message = str(err.value)
+    assert str(path) in message
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    _expect_input_error(tmp_path / "nope.json", "no such")
+
+
+def test_directory(tmp_path: Path) -> None:
+    _expect_input_error(tmp_path, "directory")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("", "empty"),
+        ("hello, I am not JSON\n", "not a JSON array"),
+        ('{"traceEvents": []}', "a JSON object"),
+        ("[1, 2, 3]", "lacks ph/ts/name"),
+        ('[{"cat": "Node", "name": "x"}]', "lacks ph/ts/name"),
+        ('[\n{"ph": "X", "ts": 1, "name": "a"} junk,\n{"ph": "X"}\n]\n', "invalid JSON"),
+        ('[{"ph": "X", "ts": "soon", "name": "model_run", "cat": "Session"}]', "non-numeric"),
+        ("[]\n[]", "after the closing"),
+    ],
+    ids=["empty", "text", "object", "numbers", "no-ts", "garbage", "bad-ts", "trailing"],
+)
+def test_not_an_ort_profile(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    message = _expect_input_error(path, fragment)
+    assert "expected an ONNX Runtime profile" in message
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_bytes(b"[\n" + bytes(range(128, 256)) + b"\n]\n")
+    _expect_input_error(path, "UTF-8")
+
+
+@pytest.mark.parametrize("layout", ["ort", "compact", "indented"])
+def test_truncated_profiles_are_reported(tmp_path: Path, layout: str) -> None:
+    full = write_profile(tmp_path / "full.json", HAND_MADE, layout).read_text()
+    last_event = full.rindex("model_run")
+    cuts = {
+        "no-bracket": full.rstrip().removesuffix("]"),
+        "mid-event": full[:last_event],
+        "mid-string": full[: last_event + 4],
+        "mid-args": full[: full.index("thread_scheduling_stats") + 30],
+        "after-comma": full[: full.index("model_loading_uri") + 60].rsplit(",", 1)[0] + ",",
+    }
+    for label, text in cuts.items():
+        path = tmp_path / f"cut-{label}.json"
+        path.write_text(text)
+        _expect_input_error(path, "truncated")
+
+
+# --------------------------------------------------------------------------- real ORT
+
+
+def _vi(name: str, dtype: int, shape: list[int | str]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    inits: Sequence[TensorProto] = (),
+) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _f32(name: str, shape: list[int], seed: int) -> TensorProto:
+    data = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return numpy_helper.from_array(data, name)
+
+
+def conv_chain() -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Relu -> Conv -> Add(residual): ORT fuses the first three."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"], name="bn1"),
+        helper.make_node("Relu", ["bn"], ["r"], name="relu1"),
+        helper.make_node("Conv", ["r", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "r"], ["y"], name="add1"),
+    ]
+    var = numpy_helper.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "v")
+    inits = [_f32("w1", [8, 3, 3, 3], 1), _f32("b1", [8], 2), _f32("s", [8], 3)]
+    inits += [_f32("bb", [8], 4), _f32("m", [8], 5), var, _f32("w2", [8, 8, 3, 3], 6)]
+    inits += [_f32("b2", [8], 7)]
+    return _model(
+        nodes,
+        [_vi("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [_vi("y", TensorProto.FLOAT, ["N", 8, 16, 16])],
+        inits,
+    )
+
+
+def gelu_mlp() -> onnx.ModelProto:
+    """MatMul -> Add -> erf-GELU -> MatMul; ORT turns Add+GELU into one BiasGelu."""
+
+    def const(name: str, value: float) -> TensorProto:
+        return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["mm"], name="mm"),
+        helper.make_node("Add", ["mm", "B"], ["a"], name="bias"),
+        helper.make_node("Div", ["a", "sqrt2"], ["d"], name="div"),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "one"], ["e1"], name="add1"),
+        helper.make_node("Mul", ["a", "e1"], ["m"], name="mul"),
+        helper.make_node("Mul", ["m", "half"], ["g"], name="mulhalf"),
+        helper.make_node("MatMul", ["g", "W2"], ["y"], name="mm2"),
+    ]
+    inits = [_f32("W", [16, 32], 1), _f32("B", [32], 2), _f32("W2", [32, 16], 3)]
+    inits += [const("sqrt2", float(np.sqrt(2.0))), const("one", 1.0), const("half", 0.5)]
+    return _model(
+        nodes,
+        [_vi("x", TensorProto.FLOAT, ["batch", 8, 16])],
+        [_vi("y", TensorProto.FLOAT, ["batch", 8, 16])],
+        inits,
+    )
+
+
+def gather_model() -> onnx.ModelProto:
+    """int64 token ids with symbolic batch and sequence -> Gather -> ReduceSum."""
+    table = _f32("table", [100, 4], 1)
+    axis = numpy_helper.from_array(np.asarray([1], np.int64), "axis")
+    return _model(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["emb"], name="lookup", axis=0),
+            helper.make_node("ReduceSum", ["emb", "axis"], ["y"], name="sum", keepdims=0),
+        ],
+        [_vi("ids", TensorProto.INT64, ["batch", "seq"])],
+        [_vi("y", TensorProto.FLOAT, ["batch", 4])],
+        [table, axis],
+    )
+
+
+def unnamed_chain() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Neg", ["a"], ["b"]),
+        helper.make_node("Identity", ["b"], ["c"]),
+        helper.make_node("Abs", ["c"], ["y"]),
+    ]
+    return _model(
+        nodes, [_vi("x", TensorProto.FLOAT, [2, 3])], [_vi("y", TensorProto.FLOAT, [2, 3])]
+    )
+
+
+Profiled = tuple[Path, onnx.ModelProto, onnx.ModelProto]
+
+
+@pytest.fixture
+def profiled(tmp_path: Path) -> Callable[..., Profiled]:
+    """Run a model under ORT profiling; give back the profile, the model and ORT's graph."""
+
+    def run(model: onnx.ModelProto, feeds: dict[str, Any], runs: int, level: Any) -> Profiled:
+        src = tmp_path / "model.onnx"
+        onnx.save(model, src)
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / "ort_profile")
+        so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+        so.log_severity_level = 3  # the NCHWc "hardware specific" notice is expected
+        sess = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            sess.run(None, feeds)
+        profile = Path(sess.end_profiling())
+        return profile, model, load_model_proto(tmp_path / "optimized.onnx")
+
+    return run
+
+
+def _image(batch: int = 2) -> dict[str, Any]:
+    return {"x": np.random.default_rng(0).standard_normal((batch, 3, 16, 16)).astype(np.float32)}
+
+
+def _check_runs(prof: OrtProfile, optimized_nodes: int, runs: int) -> None:
+    assert prof.runs.num_rows == runs
+    assert prof.runs.column("iteration").to_pylist() == list(range(runs))
+    assert sorted(set(prof.ops.column("iteration").to_pylist())) == list(range(runs))
+    for run in _rows(prof.runs):
+        assert 0 < run["node_ns"] <= run["dur_ns"]
+        assert run["node_count"] == optimized_nodes
+
+
+def test_real_profile_of_fused_convs(profiled: Callable[..., Profiled]) -> None:
+    path, original, optimized = profiled(conv_chain(), _image(), 4, Level.ORT_ENABLE_EXTENDED)
+    mapping = map_optimized_to_original(original, optimized)
+    prof = parse_ort_profile(path, skip_runs=1, original_map=mapping)
+
+    assert prof.run_count_total == 4
+    _check_runs(prof, optimized_nodes=3, runs=3)
+    assert set(prof.ops.column("node_name").to_pylist()) == set(
+        node_names(optimized.graph, original.graph)
+    )
+    assert set(prof.session_events) == {"model_loading_uri", "session_initialization"}
+    assert all(v > 0 for v in prof.session_events.values())
+
+    conv1 = next(r for r in _rows(prof.ops) if r["node_name"] == "conv1")
+    assert conv1["op_type"] == "FusedConv"
+    assert conv1["provider"] == "CPUExecutionProvider"
+    assert conv1["original_nodes"] == ["conv1", "bn1", "relu1"]
+    assert json.loads(conv1["input_shapes"]) == [
+        {"float": [2, 3, 16, 16]},
+        {"float": [8, 3, 3, 3]},
+        {"float": [8]},
+    ]
+    assert json.loads(conv1["output_shapes"]) == [{"float": [2, 8, 16, 16]}]
+    assert conv1["activation_bytes"] == 2 * 3 * 16 * 16 * 4
+    assert conv1["parameter_bytes"] == (8 * 3 * 3 * 3 + 8) * 4
+    assert conv1["output_bytes"] == 2 * 8 * 16 * 16 * 4
+    assert conv1["thread_id"] is not None
+
+
+def test_real_profile_at_full_optimization(profiled: Callable[..., Profiled]) -> None:
+    path, original, optimized = profiled(conv_chain(), _image(), 3, Level.ORT_ENABLE_ALL)
+    mapping = map_optimized_to_original(original, optimized)
+    prof = parse_ort_profile(path, skip_runs=1, original_map=mapping)
+    names = node_names(optimized.graph, original.graph)
+    _check_runs(prof, optimized_nodes=len(names), runs=2)
+    assert set(prof.ops.column("node_name").to_pylist()) == set(names)
+    for row in _rows(prof.ops):
+        assert row["original_nodes"] == mapping[row["node_name"]]
+
+
+def test_real_profile_of_bias_gelu(profiled: Callable[..., Profiled]) -> None:
+    feeds = {"x": np.ones((3, 8, 16), np.float32)}
+    path, original, optimized = profiled(gelu_mlp(), feeds, 3, Level.ORT_ENABLE_EXTENDED)
+    prof = parse_ort_profile(path, original_map=map_optimized_to_original(original, optimized))
+    _check_runs(prof, optimized_nodes=len(optimized.graph.node), runs=3)
+    gelu = next(r for r in _rows(prof.ops) if r["op_type"] == "BiasGelu")
+    assert gelu["original_nodes"] == ["bias", "div", "erf", "add1", "mul", "mulhalf"]
+
+
+def test_real_profile_with_int64_input_and_symbolic_dims(
+    profiled: Callable[..., Profiled],
+) -> None:
+    ids = np.random.default_rng(0).integers(0, 100, size=(3, 5), dtype=np.int64)
+    path, _, optimized = profiled(gather_model(), {"ids": ids}, 2, Level.ORT_ENABLE_ALL)
+    prof = parse_ort_profile(path)
+    _check_runs(prof, optimized_nodes=len(optimized.graph.node), runs=2)
+    lookup = next(r for r in _rows(prof.ops) if r["node_name"] == "lookup")
+    assert lookup["op_type"] == "Gather"
+    # The profile records the concrete dims of this run, not the symbolic ones.
+    assert json.loads(lookup["input_shapes"]) == [{"float": [100, 4]}, {"int64": [3, 5]}]
+    assert json.loads(lookup["output_shapes"]) == [{"float": [3, 5, 4]}]
+
+
+def test_real_profile_names_unnamed_nodes_like_the_graph(
+    profiled: Callable[..., Profiled],
+) -> None:
+    feeds = {"x": np.ones((2, 3), np.float32)}
+    path, original, optimized = profiled(unnamed_chain(), feeds, 2, Level.ORT_ENABLE_ALL)
+    prof = parse_ort_profile(path, original_map=map_optimized_to_original(original, optimized))
+    names = prof.ops.column("node_name").to_pylist()
+    assert set(names) == set(node_names(optimized.graph, original.graph))
+    assert set(names) == {"Relu_0", "Neg_1", "Abs_3"}  # ORT's own <op>_<index> names
+    assert {r["node_name"]: r["original_nodes"] for r in _rows(prof.ops)} == {
+        "Relu_0": ["Relu_0"],
+        "Neg_1": ["Neg_1"],
+        "Abs_3": ["Abs_3"],
+    }
+
+
+def test_real_profile_cut_short_is_truncated(
+    profiled: Callable[..., Profiled], tmp_path: Path
+) -> None:
+    path, _, _ = profiled(conv_chain(), _image(), 2, Level.ORT_ENABLE_EXTENDED)
+    text = path.read_text()
+    assert parse_ort_profile(path).runs.num_rows == 2
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])
+    _expect_input_error(cut, "truncated")
