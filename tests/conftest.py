@@ -32,7 +32,9 @@ def save_model(model: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
-def make_matmul_chain(path: Path, n_layers: int = 3, width: int = 64, batch: str | int = "batch") -> Path:
+def make_matmul_chain(
+    path: Path, n_layers: int = 3, width: int = 64, batch: str | int = "batch"
+) -> Path:
     """x[batch, width] -> (MatMul + Add + Relu) x n_layers -> y; symbolic batch by default."""
     rng = np.random.default_rng(0)
     nodes, inits = [], []

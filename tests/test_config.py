@@ -17,9 +17,9 @@ def test_builtin_registry_has_reference_models_and_backends(tmp_path: Path) -> N
     mig = reg.backend("migraphx")
     assert "migraphx_fp16_enable" in mig.provider_options
     assert reg.backend("OpenVINOExecutionProvider").provider == "OpenVINOExecutionProvider"
-    with pytest.raises(UsageError, match="unknown backend 'tpu'.*cpu"):
+    with pytest.raises(UsageError, match=r"unknown backend 'tpu'.*cpu"):
         reg.backend("tpu")
-    with pytest.raises(UsageError, match="unknown model 'nope'.*resnet50"):
+    with pytest.raises(UsageError, match=r"unknown model 'nope'.*resnet50"):
         reg.model("nope")
 
 
@@ -27,10 +27,12 @@ def test_user_files_override_builtin(tmp_path: Path) -> None:
     cfg = tmp_path / "configs"
     cfg.mkdir()
     (cfg / "models.yaml").write_text(
-        "models:\n  resnet50: {path: 'm/r.onnx', input_shapes: {input: [2, 3, 224, 224]}, iterations: 7}\n"
+        "models:\n"
+        "  resnet50: {path: 'm/r.onnx', input_shapes: {input: [2, 3, 224, 224]}, iterations: 7}\n"
     )
     (cfg / "backends.yaml").write_text(
-        "backends:\n  cpu: {provider: CPUExecutionProvider, intra_op_threads: 1, inter_op_threads: 1}\n"
+        "backends:\n"
+        "  cpu: {provider: CPUExecutionProvider, intra_op_threads: 1, inter_op_threads: 1}\n"
     )
     reg = load_registry(cwd=tmp_path)  # ./configs is picked up
     r = reg.model("resnet50")

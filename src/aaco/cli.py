@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from aaco import __version__
-from aaco.errors import AacoError, InputError, UsageError
+from aaco.errors import AacoError, InputError, RunError
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -72,30 +72,59 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 
 @app.command()
 @click.option("--model", "-m", required=True, help="Registry name or path to an .onnx file.")
-@click.option("--backend", default="cpu", show_default=True,
-              help="cpu, cuda, rocm, migraphx, ... or any ONNX Runtime provider name.")
+@click.option(
+    "--backend",
+    default="cpu",
+    show_default=True,
+    help="cpu, cuda, rocm, migraphx, ... or any ONNX Runtime provider name.",
+)
 @click.option("--batch", type=int, help="Batch size for symbolic leading dimensions.")
 @click.option("--shape", multiple=True, help="Input shape NAME=1x3x224x224 (repeatable).")
 @click.option("--warmup", type=int, help="Warmup iterations (registry value, else 10).")
 @click.option("--iterations", type=int, help="Measured iterations (registry value, else 100).")
-@click.option("--duration", type=float, help="Measure for this many seconds instead of --iterations.")
+@click.option(
+    "--duration", type=float, help="Measure for this many seconds instead of --iterations."
+)
 @click.option("--threads", type=int, help="Intra-op threads (0 = onnxruntime default).")
 @click.option("--tag", help="Free text stored with the session.")
-@click.option("--output", "-o", type=click.Path(path_type=Path),
-              help="Sessions root (default ./sessions or $AACO_SESSIONS).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Sessions root (default ./sessions or $AACO_SESSIONS).",
+)
 @click.option("--no-profile", is_flag=True, help="Skip the operator-profile pass.")
-@click.option("--profile-iterations", type=int, default=10, show_default=True,
-              help="Iterations of the profiled pass.")
+@click.option(
+    "--profile-iterations",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Iterations of the profiled pass.",
+)
 @click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
 @click.option("--sample-hz", type=float, default=10.0, show_default=True, help="Telemetry rate.")
-@click.option("--timeout", type=float, default=3600.0, show_default=True,
-              help="Kill the worker after this many seconds.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Kill the worker after this many seconds.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated inputs.")
 @click.option("--int-range", help="Range LOW:HIGH of generated integer inputs (default 0:100).")
-@click.option("--config", type=click.Path(path_type=Path),
-              help="Directory with models.yaml/backends.yaml overriding the built-ins.")
-@click.option("--report", "report_format", type=click.Choice(["terminal", "json", "none"]),
-              default="terminal", show_default=True, help="Report printed after the run.")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    help="Directory with models.yaml/backends.yaml overriding the built-ins.",
+)
+@click.option(
+    "--report",
+    "report_format",
+    type=click.Choice(["terminal", "json", "none"]),
+    default="terminal",
+    show_default=True,
+    help="Report printed after the run.",
+)
 def run(
     model: str,
     backend: str,
@@ -147,8 +176,7 @@ def run(
     sys.stderr.write(f"bundle: {session.path}\n")
     if session.status != "completed":
         err = session.error or {}
-        _err(f"run {session.status}: {err.get('message', 'no reason recorded')}")
-        raise SystemExit(1)
+        raise RunError(f"run {session.status}: {err.get('message', 'no reason recorded')}")
 
 
 def _print_report(session: Any, fmt: str) -> None:
@@ -165,12 +193,24 @@ def _print_report(session: Any, fmt: str) -> None:
 
 
 @app.command()
-@click.option("--session", "-s", default="latest", show_default=True,
-              help="Bundle path, or 'latest' under the sessions root.")
-@click.option("--format", "-f", "fmt", type=click.Choice(["terminal", "json"]), default="terminal",
-              show_default=True)
-@click.option("--output", "-o", type=click.Path(path_type=Path),
-              help="Write to this file instead of stdout.")
+@click.option(
+    "--session",
+    "-s",
+    default="latest",
+    show_default=True,
+    help="Bundle path, or 'latest' under the sessions root.",
+)
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["terminal", "json"]),
+    default="terminal",
+    show_default=True,
+)
+@click.option(
+    "--output", "-o", type=click.Path(path_type=Path), help="Write to this file instead of stdout."
+)
 @click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
 def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -> None:
     """Show a session's report in the terminal or as JSON."""
@@ -193,7 +233,9 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
 
 @app.command("ls")
 @click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
-@click.option("--limit", type=int, default=20, show_default=True, help="Newest N sessions (0 = all).")
+@click.option(
+    "--limit", type=int, default=20, show_default=True, help="Newest N sessions (0 = all)."
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
     """List sessions: time, model, backend, batch, p50, status."""
@@ -277,7 +319,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.UsageError as exc:
         if debug:
             raise
-        hint = f" (see 'aaco {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.info_name != "aaco" else ""
+        hint = (
+            f" (see 'aaco {exc.ctx.info_name} --help')"
+            if exc.ctx and exc.ctx.info_name != "aaco"
+            else ""
+        )
         _fail(exc.format_message() + hint, 2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -288,5 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
-        _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 1)
+        _fail(
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 1
+        )
     sys.exit(rc if isinstance(rc, int) else 0)

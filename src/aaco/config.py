@@ -132,7 +132,9 @@ def _int_or_none(value: Any, what: str, where: str) -> int | None:
     return value
 
 
-def parse_model_entry(name: str, raw: Mapping[str, Any], base_dir: Path | None, origin: str) -> ModelEntry:
+def parse_model_entry(
+    name: str, raw: Mapping[str, Any], base_dir: Path | None, origin: str
+) -> ModelEntry:
     where = f"{origin}: model {name!r}"
     builder = raw.get("builder")
     path_value = raw.get("path")
@@ -222,7 +224,10 @@ def load_registry(config_dir: Path | None = None, cwd: Path | None = None) -> Re
             sources.append(str(models_file))
             for name, raw in _read_yaml(models_file, "models").items():
                 models[str(name)] = parse_model_entry(
-                    str(name), raw, origin_dir, "builtin" if origin_dir is None else str(models_file)
+                    str(name),
+                    raw,
+                    origin_dir,
+                    "builtin" if origin_dir is None else str(models_file),
                 )
         if backends_file.is_file():
             sources.append(str(backends_file))
@@ -248,7 +253,9 @@ def parse_shape_arg(text: str) -> tuple[str, list[int]]:
     """``name=1x3x224x224`` (also ``name=1,3,224,224``) -> ("name", [1, 3, 224, 224])."""
     name, sep, dims_text = text.partition("=")
     if not sep or not name.strip() or not dims_text.strip():
-        raise UsageError(f"malformed --shape {text!r}: expected NAME=D1xD2x... e.g. input=1x3x224x224")
+        raise UsageError(
+            f"malformed --shape {text!r}: expected NAME=D1xD2x... e.g. input=1x3x224x224"
+        )
     parts = dims_text.replace(",", "x").split("x")
     try:
         dims = [int(p) for p in parts]
@@ -267,7 +274,9 @@ def parse_int_range(text: str) -> tuple[int, int]:
     try:
         lo, hi = int(lo_text), int(hi_text)
     except ValueError:
-        raise UsageError(f"malformed --int-range {text!r}: expected LOW:HIGH, e.g. 0:1000") from None
+        raise UsageError(
+            f"malformed --int-range {text!r}: expected LOW:HIGH, e.g. 0:1000"
+        ) from None
     if not sep or hi <= lo:
         raise UsageError(f"malformed --int-range {text!r}: expected LOW:HIGH with LOW < HIGH")
     return lo, hi

@@ -1,10 +1,10 @@
 """The error tree of AACO; the CLI maps each class to a one-line message and an exit code.
 
-    AacoError              base class, exit 1
-    ├── UsageError         bad arguments, unknown names, malformed options: exit 2
-    │   └── InputError     a file or directory that is missing, unreadable or not what was expected: exit 2
-    ├── RunError           the workload itself failed (crash, timeout, model rejected): exit 1
-    └── BundleError        a session bundle is missing, incomplete or of an unknown format: exit 2
+AacoError              base class, exit 1
+├── UsageError         bad arguments, unknown names, malformed options: exit 2
+│   └── InputError     a file or folder missing, unreadable or malformed: exit 2
+├── RunError           the workload itself failed (crash, timeout, model rejected): exit 1
+└── BundleError        a session bundle is missing, incomplete or of an unknown format: exit 2
 """
 
 from __future__ import annotations

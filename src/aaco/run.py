@@ -151,8 +151,10 @@ def run_model(opts: RunOptions) -> Session:
         batch=opts.batch,
         int_range=opts.int_range,
     )
-    warmup = opts.warmup if opts.warmup is not None else (
-        entry.warmup if entry and entry.warmup is not None else DEFAULT_WARMUP
+    warmup = (
+        opts.warmup
+        if opts.warmup is not None
+        else (entry.warmup if entry and entry.warmup is not None else DEFAULT_WARMUP)
     )
     iterations: int | None = None
     if opts.duration_s is None:
@@ -163,7 +165,9 @@ def run_model(opts: RunOptions) -> Session:
 
     writer = BundleWriter(opts.output)
     try:
-        return _run_into(writer, opts, model, backend, available, proto, inputs, warmup, iterations, batch)
+        return _run_into(
+            writer, opts, model, backend, available, proto, inputs, warmup, iterations, batch
+        )
     except BaseException:
         # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
         _salvage(writer, sys.exc_info()[1])
@@ -275,10 +279,29 @@ def _run_into(
     _finish(writer, meta, outcome, spec, proto, batch, attempt)
     writer.write_json("session.json", meta)
     writer.publish()
-    return Session.load(writer.final_path)
+    session = Session.load(writer.final_path)
+    _write_reports(session, meta)
+    return session
 
 
-def _write_graph(writer: BundleWriter, model: ResolvedModel, proto: Any, inputs: Sequence[InputSpec]) -> None:
+def _write_reports(session: Session, meta: dict[str, Any]) -> None:
+    """Keep the rendered reports inside the bundle (report/), so it stands on its own."""
+    from aaco.report.json import JsonRenderer
+    from aaco.report.terminal import TerminalRenderer
+    from aaco.session.bundle import atomic_write_bytes, atomic_write_json
+
+    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
+        target = session.path / "report" / f"report{renderer.output_file_extension}"
+        try:
+            atomic_write_bytes(target, renderer.render(session).encode())
+        except Exception as exc:  # a report is a convenience copy; the data is already safe
+            meta["failures"].append({"stage": f"report_{renderer.name}", "error": str(exc)[:400]})
+            atomic_write_json(session.path / "session.json", meta)
+
+
+def _write_graph(
+    writer: BundleWriter, model: ResolvedModel, proto: Any, inputs: Sequence[InputSpec]
+) -> None:
     from aaco.analysis.graph import extract_graph, file_sha256
 
     info = extract_graph(proto, {i.name: list(i.shape) for i in inputs}, graph_label="original")
@@ -295,8 +318,19 @@ def _write_graph(writer: BundleWriter, model: ResolvedModel, proto: Any, inputs:
     writer.write_table("graph_edges", info.edges)
 
 
-def _add_optimized_graph(writer: BundleWriter, proto: Any, spec: RunSpec) -> dict[str, list[str] | None]:
-    from aaco.analysis.graph import extract_graph, load_model_proto, map_optimized_to_original
+def _add_optimized_graph(
+    writer: BundleWriter, proto: Any, spec: RunSpec
+) -> dict[str, list[str] | None]:
+    """Add the graph ORT executed to graph_nodes, each node mapped to the original nodes it
+    stands for; write its metadata and the original nodes ORT eliminated."""
+    import pyarrow.parquet as pq
+
+    from aaco.analysis.graph import (
+        eliminated_original_nodes,
+        extract_graph,
+        load_model_proto,
+        map_optimized_to_original,
+    )
 
     optimized = load_model_proto(writer.path / "model" / "optimized.onnx")
     mapping = map_optimized_to_original(proto, optimized)
@@ -305,15 +339,18 @@ def _add_optimized_graph(writer: BundleWriter, proto: Any, spec: RunSpec) -> dic
         {i.name: list(i.shape) for i in spec.inputs},
         graph_label="optimized",
         original_map=mapping,
+        # ORT saves surviving nodes without names but profiles them as <op>_<original index>
+        reference=proto,
     )
+    meta = dict(info.meta)
+    meta["eliminated_original_nodes"] = eliminated_original_nodes(proto, optimized)
+    meta["unmapped_nodes"] = sorted(k for k, v in mapping.items() if v is None)
+    writer.write_json("model/optimized_meta.json", meta)
     nodes_file = writer.path / "model" / "graph_nodes.parquet"
+    nodes = info.nodes
     if nodes_file.is_file():
-        import pyarrow.parquet as pq
-
-        info_nodes = pa.concat_tables([pq.read_table(nodes_file), info.nodes])
-    else:
-        info_nodes = info.nodes
-    writer.write_table("graph_nodes", info_nodes)
+        nodes = pa.concat_tables([pq.read_table(nodes_file), info.nodes])
+    writer.write_table("graph_nodes", nodes)
     return mapping
 
 
@@ -365,7 +402,9 @@ def _finish(
 
         summary.update(summarize_iterations(pq.read_table(iters_file), batch))
     else:
-        summary.update({"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []})
+        summary.update(
+            {"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []}
+        )
 
     mapping = None
     if result is not None and result.optimized_model:
@@ -381,11 +420,12 @@ def _finish(
             mapping,
         )
         if profile is not None:
+            runs = _with_wall_times(profile.runs, result, spec.profile_warmup)
             writer.write_table("ops", profile.ops)
-            writer.write_table("ort_runs", profile.runs)
+            writer.write_table("ort_runs", runs)
             lat = summary.get("latency_ms") or {}
             summary["profile"] = profile_coverage(
-                profile.ops, profile.runs, lat.get("mean"), lat.get("p50")
+                profile.ops, runs, lat.get("mean"), lat.get("p50")
             )
             summary["profile"]["session_events_ms"] = {
                 k: v / 1e6 for k, v in profile.session_events.items()
@@ -394,10 +434,22 @@ def _finish(
         summary["profile"] = None
     if outcome.telemetry is not None and outcome.telemetry.num_rows:
         window = meta["phases"].get("measured")
-        summary["telemetry"] = summarize_system(outcome.telemetry, tuple(window) if window else None)
+        summary["telemetry"] = summarize_system(
+            outcome.telemetry, tuple(window) if window else None
+        )
     else:
         summary["telemetry"] = None
     writer.write_json("metrics/inference_summary.json", summary)
+
+
+def _with_wall_times(runs: pa.Table, result: Any, skip: int) -> pa.Table:
+    """Attach the worker's wall time of each profiled run, matched by order; left null when
+    the profile's run count does not match the runs the worker made."""
+    walls = list(result.profile_wall_ns)
+    if len(walls) != result.profile_runs or runs.num_rows != len(walls) - skip:
+        return runs
+    idx = runs.schema.get_field_index("wall_ns")
+    return runs.set_column(idx, "wall_ns", pa.array(walls[skip:], pa.int64()))
 
 
 def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
@@ -406,12 +458,18 @@ def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
         session_file = writer.path / "session.json"
         import json
 
-        meta = json.loads(session_file.read_text()) if session_file.is_file() else {
-            "format_version": FORMAT_VERSION,
-            "session_id": writer.session_id,
-        }
-        reason = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else (
-            f"internal error: {type(exc).__name__}: {exc}"
+        meta = (
+            json.loads(session_file.read_text())
+            if session_file.is_file()
+            else {
+                "format_version": FORMAT_VERSION,
+                "session_id": writer.session_id,
+            }
+        )
+        reason = (
+            "interrupted by the user"
+            if isinstance(exc, KeyboardInterrupt)
+            else (f"internal error: {type(exc).__name__}: {exc}")
         )
         meta["status"] = STATUS_FAILED
         meta["error"] = {"message": reason, "stage": "aaco"}

@@ -10,8 +10,16 @@ def _ops() -> object:
     rows = []
     for it in range(2):
         for name, op, dur in (("a", "Conv", 600), ("b", "Relu", 100), ("c", "Conv", 300)):
-            rows.append({"source": "onnxruntime", "iteration": it, "node_name": name, "op_type": op,
-                         "provider": "CPUExecutionProvider", "dur_ns": dur * 1000})
+            rows.append(
+                {
+                    "source": "onnxruntime",
+                    "iteration": it,
+                    "node_name": name,
+                    "op_type": op,
+                    "provider": "CPUExecutionProvider",
+                    "dur_ns": dur * 1000,
+                }
+            )
     return OPS.from_rows(rows)
 
 
@@ -32,10 +40,24 @@ def test_empty_ops() -> None:
 
 
 def test_coverage() -> None:
-    runs = ORT_RUNS.from_rows([
-        {"iteration": 0, "start_ns": 0, "dur_ns": 1_100_000, "node_ns": 1_000_000, "node_count": 3},
-        {"iteration": 1, "start_ns": 2_000_000, "dur_ns": 1_100_000, "node_ns": 1_000_000, "node_count": 3},
-    ])
+    runs = ORT_RUNS.from_rows(
+        [
+            {
+                "iteration": 0,
+                "start_ns": 0,
+                "dur_ns": 1_100_000,
+                "node_ns": 1_000_000,
+                "node_count": 3,
+            },
+            {
+                "iteration": 1,
+                "start_ns": 2_000_000,
+                "dur_ns": 1_100_000,
+                "node_ns": 1_000_000,
+                "node_count": 3,
+            },
+        ]
+    )
     cov = profile_coverage(_ops(), runs, measured_mean_ms=1.25, measured_p50_ms=1.25)
     assert cov["node_ms_per_iter"] == pytest.approx(1.0)
     assert cov["node_ms_per_iter_p50"] == pytest.approx(1.0)
@@ -43,14 +65,50 @@ def test_coverage() -> None:
     assert cov["coverage"] == pytest.approx(0.8)
     assert cov["overhead_ms"] == pytest.approx(0.25)
     assert cov["ort_internal_overhead_ms"] == pytest.approx(0.1)
+    assert cov["ort_run_ms_p50"] == pytest.approx(1.1)
+    assert cov["node_share_of_ort_run"] == pytest.approx(1.0 / 1.1)
+    assert cov["profiler_inflation"] == pytest.approx(1.1 / 1.25)  # no wall times: ORT run
+    assert cov["coverage_same_pass"] is None and cov["profiled_wall_ms_p50"] is None
+
+
+def test_same_pass_coverage_from_wall_times() -> None:
+    # runs of 1 ms node time inside 1.25 ms session.run calls: operators cover 80 %
+    runs = ORT_RUNS.from_rows(
+        [
+            {
+                "iteration": i,
+                "start_ns": 0,
+                "dur_ns": 1_100_000,
+                "node_ns": 1_000_000,
+                "node_count": 3,
+                "wall_ns": 1_250_000,
+            }
+            for i in range(2)
+        ]
+    )
+    # the measured pass ran twice as fast (a machine that got quieter): cross-pass coverage
+    # says 160 %, the same-pass figure still says 80 %
+    cov = profile_coverage(_ops(), runs, measured_mean_ms=0.625, measured_p50_ms=0.625)
+    assert cov["coverage"] == pytest.approx(1.6)
+    assert cov["coverage_same_pass"] == pytest.approx(0.8)
+    assert cov["profiled_wall_ms_p50"] == pytest.approx(1.25)
+    assert cov["profiler_inflation"] == pytest.approx(2.0)
     unknown = profile_coverage(_ops(), None, None)
     assert unknown["coverage"] is None and unknown["ort_run_ms_per_iter"] is None
 
 
 def test_coverage_uses_medians() -> None:
-    rows = [{"source": "onnxruntime", "iteration": it, "node_name": "a", "op_type": "Conv",
-             "provider": "CPUExecutionProvider", "dur_ns": d}
-            for it, d in enumerate([1_000_000, 1_000_000, 9_000_000])]
+    rows = [
+        {
+            "source": "onnxruntime",
+            "iteration": it,
+            "node_name": "a",
+            "op_type": "Conv",
+            "provider": "CPUExecutionProvider",
+            "dur_ns": d,
+        }
+        for it, d in enumerate([1_000_000, 1_000_000, 9_000_000])
+    ]
     cov = profile_coverage(OPS.from_rows(rows), None, measured_mean_ms=1.5, measured_p50_ms=1.0)
     assert cov["node_ms_per_iter"] == pytest.approx(11 / 3)
     assert cov["node_ms_per_iter_p50"] == pytest.approx(1.0)

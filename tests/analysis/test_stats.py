@@ -8,7 +8,7 @@ from aaco.session.schema import INFERENCE_ITERS
 
 
 def _iters(warm_ms: list[float], meas_ms: list[float]) -> object:
-    lat = [int(round(v * 1e6)) for v in warm_ms + meas_ms]
+    lat = [round(v * 1e6) for v in warm_ms + meas_ms]
     starts, t = [], 0
     for v in lat:
         starts.append(t)
@@ -18,7 +18,7 @@ def _iters(warm_ms: list[float], meas_ms: list[float]) -> object:
             "phase": ["warmup"] * len(warm_ms) + ["measured"] * len(meas_ms),
             "iteration": list(range(len(warm_ms))) + list(range(len(meas_ms))),
             "start_ns": starts,
-            "end_ns": [s + v for s, v in zip(starts, lat)],
+            "end_ns": [s + v for s, v in zip(starts, lat, strict=True)],
             "latency_ns": lat,
         }
     )

@@ -9,20 +9,22 @@ from aaco.session.schema import SYSTEM_EVENTS
 def _events() -> object:
     rows = []
     for i in range(11):  # 0..10 s, one sample a second
-        rows.append({
-            "ts_ns": i * 1_000_000_000,
-            "proc_cpu_pct": None if i == 0 else 50.0 + i,
-            "proc_rss_bytes": 1000 + i * 10,
-            "proc_threads": 4,
-            "proc_ctx_voluntary": 100 * i,
-            "proc_ctx_involuntary": 10 * i,
-            "proc_minor_faults": 5 * i,
-            "proc_major_faults": 0,
-            "sys_cpu_pct": None if i == 0 else 25.0,
-            "sys_cpu_pct_per_core": None,
-            "load_1m": 1.0 + i / 10,
-            "cpu_freq_mhz": None,
-        })
+        rows.append(
+            {
+                "ts_ns": i * 1_000_000_000,
+                "proc_cpu_pct": None if i == 0 else 50.0 + i,
+                "proc_rss_bytes": 1000 + i * 10,
+                "proc_threads": 4,
+                "proc_ctx_voluntary": 100 * i,
+                "proc_ctx_involuntary": 10 * i,
+                "proc_minor_faults": 5 * i,
+                "proc_major_faults": 0,
+                "sys_cpu_pct": None if i == 0 else 25.0,
+                "sys_cpu_pct_per_core": None,
+                "load_1m": 1.0 + i / 10,
+                "cpu_freq_mhz": None,
+            }
+        )
     return SYSTEM_EVENTS.from_rows(rows)
 
 

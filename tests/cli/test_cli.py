@@ -16,20 +16,24 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 from onnx import TensorProto, helper
+from tests.conftest import make_matmul_chain
 
 from aaco.session.bundle import Session, iter_sessions
-from tests.conftest import make_matmul_chain
 
 AACO = shutil.which("aaco", path=str(Path(sys.executable).parent)) or "aaco"
 
 
-def aaco(*args: str, cwd: Path | None = None, module: bool = False, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def aaco(
+    *args: str, cwd: Path | None = None, module: bool = False, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "aaco", *args] if module else [AACO, *args]
     env = dict(os.environ, NO_COLOR="1", COLUMNS="120")
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
 
 
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
+def assert_one_line_error(
+    proc: subprocess.CompletedProcess[str], code: int, *fragments: str
+) -> None:
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("bundle: ")]
@@ -39,16 +43,31 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *fr
 
 
 @pytest.fixture(scope="module")
-def mlp_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def mlp_session(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
     root = tmp_path_factory.mktemp("cli") / "sessions"
     proc = aaco(
-        "run", "--model", "mlp", "--warmup", "5", "--iterations", "40",
-        "--profile-iterations", "3", "--tag", "ci <b>", "-o", str(root),
+        "run",
+        "--model",
+        "mlp",
+        "--warmup",
+        "5",
+        "--iterations",
+        "40",
+        "--profile-iterations",
+        "3",
+        "--tag",
+        "ci <b>",
+        "-o",
+        str(root),
     )
     return root, proc
 
 
-def test_run_writes_a_complete_bundle(mlp_session: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_run_writes_a_complete_bundle(
+    mlp_session: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     root, proc = mlp_session
     assert proc.returncode == 0, proc.stderr
     assert "Latency (ms)" in proc.stdout and "Top operators" in proc.stdout
@@ -56,9 +75,16 @@ def test_run_writes_a_complete_bundle(mlp_session: tuple[Path, subprocess.Comple
     assert len(bundles) == 1
     b = bundles[0]
     for rel in (
-        "session.json", "env.json", "model/model_meta.json", "model/graph_nodes.parquet",
-        "model/graph_edges.parquet", "runtime/ort_config.json", "telemetry/system_events.parquet",
-        "profiler/ops.parquet", "profiler/ort_runs.parquet", "metrics/inference_iters.parquet",
+        "session.json",
+        "env.json",
+        "model/model_meta.json",
+        "model/graph_nodes.parquet",
+        "model/graph_edges.parquet",
+        "runtime/ort_config.json",
+        "telemetry/system_events.parquet",
+        "profiler/ops.parquet",
+        "profiler/ort_runs.parquet",
+        "metrics/inference_iters.parquet",
         "metrics/inference_summary.json",
     ):
         assert (b / rel).is_file(), rel
@@ -90,22 +116,47 @@ def test_run_writes_a_complete_bundle(mlp_session: tuple[Path, subprocess.Comple
     assert env["fingerprint"] and "onnxruntime" in env
 
 
-def test_report_json_is_stable_and_same_via_module(mlp_session: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_report_json_is_stable_and_same_via_module(
+    mlp_session: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     root, _ = mlp_session
     a = aaco("report", "--sessions", str(root), "--format", "json")
     b = aaco("report", "--session", str(root / "latest"), "--format", "json", module=True)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert a.stdout == b.stdout
     r = json.loads(a.stdout)
-    assert {"session", "model", "backend", "status", "summary", "top_ops", "telemetry", "warnings"} <= set(r)
-    assert set(r["summary"]["latency_ms"]) >= {"mean", "std", "min", "max", "p50", "p90", "p95", "p99", "cov"}
-    assert r["summary"]["throughput"] == pytest.approx(1000 / r["summary"]["latency_ms"]["mean"])  # batch 1
+    assert {
+        "session",
+        "model",
+        "backend",
+        "status",
+        "summary",
+        "top_ops",
+        "telemetry",
+        "warnings",
+    } <= set(r)
+    assert set(r["summary"]["latency_ms"]) >= {
+        "mean",
+        "std",
+        "min",
+        "max",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "cov",
+    }
+    assert r["summary"]["throughput"] == pytest.approx(
+        1000 / r["summary"]["latency_ms"]["mean"]
+    )  # batch 1
     assert r["top_ops"] and {"name", "op_type", "total_ms", "pct", "calls"} <= set(r["top_ops"][0])
     assert sum(op["pct"] for op in r["top_op_types"]) == pytest.approx(100.0)
     assert r["model"]["parameter_count"] == 399_370
 
 
-def test_report_to_file_and_terminal(mlp_session: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+def test_report_to_file_and_terminal(
+    mlp_session: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     root, _ = mlp_session
     out = tmp_path / "r.json"
     p = aaco("report", "--sessions", str(root), "-f", "json", "-o", str(out))
@@ -140,8 +191,21 @@ def test_info_and_models_list() -> None:
 def test_duration_mode_and_user_file_with_dynamic_batch(tmp_path: Path) -> None:
     model = make_matmul_chain(tmp_path / "chain.onnx")
     root = tmp_path / "s"
-    p = aaco("run", "--model", str(model), "--batch", "4", "--duration", "0.5", "--no-profile",
-             "--no-telemetry", "--report", "json", "-o", str(root))
+    p = aaco(
+        "run",
+        "--model",
+        str(model),
+        "--batch",
+        "4",
+        "--duration",
+        "0.5",
+        "--no-profile",
+        "--no-telemetry",
+        "--report",
+        "json",
+        "-o",
+        str(root),
+    )
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["backend"]["batch"] == 4
@@ -164,8 +228,12 @@ def _not_onnx(tmp: Path) -> Path:
 
 def _rejected(tmp: Path) -> Path:
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     p = tmp / "rejected.onnx"
     onnx.save(m, str(p))
@@ -179,7 +247,11 @@ def _rejected(tmp: Path) -> Path:
         ("not_onnx", 2, ["notes.onnx", "not an ONNX model"]),
         ("unknown_model", 2, ["unknown model 'nosuch'", "resnet50"]),
         ("unknown_backend", 2, ["unknown backend 'quantum'"]),
-        ("unavailable_provider", 2, ["MIGraphXExecutionProvider", "available: ", "CPUExecutionProvider"]),
+        (
+            "unavailable_provider",
+            2,
+            ["MIGraphXExecutionProvider", "available: ", "CPUExecutionProvider"],
+        ),
         ("malformed_shape", 2, ["malformed --shape 'x=1xQ'"]),
         ("unknown_input", 2, ["'nope'", "its inputs are: x"]),
         ("unknown_dim", 2, ["input 'x': dimension 1", "--shape x="]),
@@ -207,14 +279,23 @@ def test_bad_input(tmp_path: Path, case: str, code: int, fragments: list[str]) -
         "malformed_shape": ["--model", str(chain), "--shape", "x=1xQ"],
         "unknown_input": ["--model", str(chain), "--shape", "nope=1x64"],
         "unknown_dim": ["--model", str(dyn)],
-        "both_iterations_and_duration": ["--model", str(chain), "--iterations", "3", "--duration", "1"],
+        "both_iterations_and_duration": [
+            "--model",
+            str(chain),
+            "--iterations",
+            "3",
+            "--duration",
+            "1",
+        ],
         "bad_option": ["--model", str(chain), "--frobnicate"],
         "unwritable_output": ["--model", str(chain)],
     }[case]
     out = blocker / "sessions" if case == "unwritable_output" else root
     p = aaco("run", *args, "-o", str(out), "--warmup", "1")
     assert_one_line_error(p, code, *fragments)
-    assert not root.exists() or not list(iter_sessions(root)), "a usage error must not leave a bundle"
+    assert not root.exists() or not list(iter_sessions(root)), (
+        "a usage error must not leave a bundle"
+    )
 
 
 def test_model_onnxruntime_rejects_is_a_failed_bundle(tmp_path: Path) -> None:
@@ -243,8 +324,13 @@ def test_timeout_is_recorded(tmp_path: Path) -> None:
 def test_worker_killed_is_recorded(tmp_path: Path) -> None:
     root = tmp_path / "s"
     env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen([AACO, "run", "--model", "mlp", "--duration", "60", "-o", str(root)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [AACO, "run", "--model", "mlp", "--duration", "60", "-o", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 30
     worker = None
@@ -266,7 +352,9 @@ def test_worker_killed_is_recorded(tmp_path: Path) -> None:
 
 def test_report_on_a_path_that_is_not_a_bundle(tmp_path: Path) -> None:
     assert_one_line_error(aaco("report", "--session", str(tmp_path)), 2, "not a session bundle")
-    assert_one_line_error(aaco("report", "--sessions", str(tmp_path / "none")), 2, "no such session bundle")
+    assert_one_line_error(
+        aaco("report", "--sessions", str(tmp_path / "none")), 2, "no such session bundle"
+    )
 
 
 def test_debug_shows_traceback(tmp_path: Path) -> None:
@@ -274,7 +362,9 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     assert p.returncode != 0 and "Traceback" in p.stderr
 
 
-def test_parameters_of_the_built_bundle_are_readable_with_pyarrow(mlp_session: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_parameters_of_the_built_bundle_are_readable_with_pyarrow(
+    mlp_session: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     root, _ = mlp_session
     b = next(iter_sessions(root))
     t = pq.read_table(b / "metrics" / "inference_iters.parquet")

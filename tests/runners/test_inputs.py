@@ -9,8 +9,11 @@ from aaco.errors import UsageError
 from aaco.runners.inputs import InputSpec, batch_of, make_array, resolve_inputs
 
 
-def _model(inputs: list[onnx.ValueInfoProto], extra_nodes: list[onnx.NodeProto] | None = None,
-           inits: list[onnx.TensorProto] | None = None) -> onnx.ModelProto:
+def _model(
+    inputs: list[onnx.ValueInfoProto],
+    extra_nodes: list[onnx.NodeProto] | None = None,
+    inits: list[onnx.TensorProto] | None = None,
+) -> onnx.ModelProto:
     nodes = list(extra_nodes or [])
     outputs = []
     for i, vi in enumerate(inputs):
@@ -25,10 +28,12 @@ def _vi(name: str, t: int, shape: list[int | str] | None) -> onnx.ValueInfoProto
 
 
 def test_symbolic_batch_and_shared_symbols() -> None:
-    m = _model([
-        _vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-        _vi("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-    ])
+    m = _model(
+        [
+            _vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            _vi("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ]
+    )
     specs = resolve_inputs(m, user_shapes={"input_ids": [2, 16]})
     assert [s.shape for s in specs] == [(2, 16), (2, 16)]  # 'sequence' and 'batch' propagate
     assert specs[1].fill == "ones"  # masks attend to everything
@@ -36,7 +41,9 @@ def test_symbolic_batch_and_shared_symbols() -> None:
 
 def test_unresolved_dim_names_the_input() -> None:
     m = _model([_vi("input_ids", TensorProto.INT64, ["batch", "sequence"])])
-    with pytest.raises(UsageError, match=r"input 'input_ids': dimension 1 \('sequence'\).*--shape input_ids=1xN"):
+    with pytest.raises(
+        UsageError, match=r"input 'input_ids': dimension 1 \('sequence'\).*--shape input_ids=1xN"
+    ):
         resolve_inputs(m)
 
 
@@ -63,13 +70,15 @@ def test_shape_errors() -> None:
 
 
 def test_dtypes_and_fills() -> None:
-    m = _model([
-        _vi("a", TensorProto.FLOAT16, [2, 2]),
-        _vi("b", TensorProto.INT32, [2, 2]),
-        _vi("c", TensorProto.BOOL, [2, 2]),
-        _vi("token_type_ids", TensorProto.INT64, [1, 4]),
-        _vi("position_ids", TensorProto.INT64, [1, 4]),
-    ])
+    m = _model(
+        [
+            _vi("a", TensorProto.FLOAT16, [2, 2]),
+            _vi("b", TensorProto.INT32, [2, 2]),
+            _vi("c", TensorProto.BOOL, [2, 2]),
+            _vi("token_type_ids", TensorProto.INT64, [1, 4]),
+            _vi("position_ids", TensorProto.INT64, [1, 4]),
+        ]
+    )
     specs = {s.name: s for s in resolve_inputs(m)}
     rng = np.random.default_rng(0)
     arrays = {n: make_array(s, rng) for n, s in specs.items()}
@@ -102,8 +111,24 @@ def test_seeded_inputs_are_reproducible() -> None:
 
 
 def test_batch_of() -> None:
-    assert batch_of([InputSpec("a", "float32", (4, 3), "normal"), InputSpec("b", "int64", (4, 9), "randint")]) == 4
-    assert batch_of([InputSpec("a", "float32", (4, 3), "normal"), InputSpec("b", "int64", (2, 9), "randint")]) is None
+    assert (
+        batch_of(
+            [
+                InputSpec("a", "float32", (4, 3), "normal"),
+                InputSpec("b", "int64", (4, 9), "randint"),
+            ]
+        )
+        == 4
+    )
+    assert (
+        batch_of(
+            [
+                InputSpec("a", "float32", (4, 3), "normal"),
+                InputSpec("b", "int64", (2, 9), "randint"),
+            ]
+        )
+        is None
+    )
     assert batch_of([InputSpec("a", "float32", (256,), "normal")]) is None
 
 

@@ -19,12 +19,20 @@ from aaco.session.schema import INFERENCE_ITERS
 
 def _publish(root: Path, status: str = "completed") -> Path:
     w = BundleWriter(root)
-    w.write_json("session.json", {"format_version": FORMAT_VERSION, "session_id": w.session_id, "status": status})
+    w.write_json(
+        "session.json",
+        {"format_version": FORMAT_VERSION, "session_id": w.session_id, "status": status},
+    )
     w.write_table(
         "inference_iters",
         INFERENCE_ITERS.from_columns(
-            {"phase": ["measured"] * 3, "iteration": [0, 1, 2], "start_ns": [0, 10, 20],
-             "end_ns": [5, 16, 27], "latency_ns": [5, 6, 7]}
+            {
+                "phase": ["measured"] * 3,
+                "iteration": [0, 1, 2],
+                "start_ns": [0, 10, 20],
+                "end_ns": [5, 16, 27],
+                "latency_ns": [5, 6, 7],
+            }
         ),
     )
     return w.publish()

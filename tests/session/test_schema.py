@@ -11,7 +11,13 @@ from aaco.session.schema import ALL_TABLES, INFERENCE_ITERS, render_markdown
 
 def test_from_columns_builds_declared_schema() -> None:
     t = INFERENCE_ITERS.from_columns(
-        {"phase": ["measured"], "iteration": [0], "start_ns": [10], "end_ns": [25], "latency_ns": [15]}
+        {
+            "phase": ["measured"],
+            "iteration": [0],
+            "start_ns": [10],
+            "end_ns": [25],
+            "latency_ns": [15],
+        }
     )
     assert t.schema.equals(INFERENCE_ITERS.schema, check_metadata=False)
     assert t.column("latency_ns").type == pa.int64()

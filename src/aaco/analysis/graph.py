@@ -113,7 +113,7 @@ def load_model_proto(path: Path) -> ModelProto:
         model = onnx.load(str(path), format="protobuf", load_external_data=False)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning-free ValueErrors...
+    except Exception as exc:  # DecodeError, ValueError...: whatever it is, not a model
         reason = _first_line(exc) or type(exc).__name__
         raise InputError(f"{path}: not an ONNX model ({reason})") from None
     # Protobuf accepts many byte strings as a message full of unknown fields; a model has

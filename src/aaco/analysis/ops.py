@@ -43,12 +43,23 @@ def profile_coverage(
 ) -> dict[str, Any]:
     """How much of the measured latency the operator times account for.
 
-    - ``node_ms_per_iter``: summed node durations per profiled iteration;
-    - ``ort_run_ms_per_iter``: mean ``model_run`` duration inside ORT (profiled pass);
+    - ``node_ms_per_iter``: summed node durations per profiled iteration (mean);
     - ``node_ms_per_iter_p50``: median over profiled iterations of their summed node time;
+    - ``ort_run_ms_per_iter`` / ``ort_run_ms_p50``: mean / median ``model_run`` duration
+      inside ORT (profiled pass);
     - ``coverage``: node_ms_per_iter_p50 / measured p50 latency (unprofiled pass), a
       fraction; medians, because one slow profiled iteration out of ten would otherwise
       move the figure by tens of percent;
+    - ``node_share_of_ort_run``: node_ms_per_iter_p50 / ort_run_ms_p50, within the profiled
+      pass alone;
+    - ``profiled_wall_ms_p50``: median wall time of the profiled runs' ``session.run`` calls,
+      timed exactly like the measured iterations (null when not recorded);
+    - ``coverage_same_pass``: median over profiled runs of node time / that run's wall time:
+      the share of the latency operators account for, immune to the machine changing speed
+      between the two passes;
+    - ``profiler_inflation``: profiled wall p50 (else ORT run p50) / measured p50: how much
+      slower the profiled pass ran than the measured one (ORT's profiler costs a few µs per
+      node; a busy machine moves it either way); far from 1, ``coverage`` is unreliable;
     - ``overhead_ms``: measured mean - node_ms_per_iter, the time no operator accounts for
       (session.run binding, input/output copies, executor scheduling, thread hand-offs);
     - ``ort_internal_overhead_ms``: ort_run_ms_per_iter - node_ms_per_iter.
@@ -56,23 +67,41 @@ def profile_coverage(
     """
     n_iters = len(pc.unique(ops.column("iteration")).drop_null()) if ops.num_rows else 0
     node_ms = (pc.sum(ops.column("dur_ns")).as_py() or 0) / 1e6 / n_iters if n_iters else None
-    ort_ms = None
+    ort_ms = ort_p50 = None
     if runs is not None and runs.num_rows:
-        ort_ms = float(pc.mean(runs.column("dur_ns")).as_py()) / 1e6
+        durs = runs.column("dur_ns").to_numpy().astype(np.float64) / 1e6
+        ort_ms, ort_p50 = float(durs.mean()), float(np.median(durs))
     node_p50 = None
     if n_iters:
         per_iter = ops.group_by("iteration").aggregate([("dur_ns", "sum")]).column("dur_ns_sum")
         node_p50 = float(np.median(per_iter.to_numpy())) / 1e6
     p50 = measured_p50_ms if measured_p50_ms is not None else measured_mean_ms
-    coverage = node_p50 / p50 if node_p50 is not None and p50 else None
+    wall_p50 = same_pass = None
+    if runs is not None and runs.num_rows and runs.column("wall_ns").null_count == 0:
+        wall = runs.column("wall_ns").to_numpy().astype(np.float64)
+        node = runs.column("node_ns").to_numpy().astype(np.float64)
+        wall_p50 = float(np.median(wall)) / 1e6
+        same_pass = float(np.median(node / np.maximum(wall, 1.0)))
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
+    def diff(a: float | None, b: float | None) -> float | None:
+        return a - b if a is not None and b is not None else None
+
     return {
         "profiled_iterations": n_iters,
         "node_ms_per_iter": node_ms,
         "node_ms_per_iter_p50": node_p50,
-        "measured_p50_ms": measured_p50_ms,
         "ort_run_ms_per_iter": ort_ms,
+        "ort_run_ms_p50": ort_p50,
         "measured_mean_ms": measured_mean_ms,
-        "coverage": coverage,
-        "overhead_ms": measured_mean_ms - node_ms if node_ms is not None and measured_mean_ms else None,
-        "ort_internal_overhead_ms": ort_ms - node_ms if ort_ms is not None and node_ms is not None else None,
+        "measured_p50_ms": measured_p50_ms,
+        "profiled_wall_ms_p50": wall_p50,
+        "coverage": ratio(node_p50, p50),
+        "coverage_same_pass": same_pass,
+        "node_share_of_ort_run": ratio(node_p50, ort_p50),
+        "profiler_inflation": ratio(wall_p50 if wall_p50 is not None else ort_p50, p50),
+        "overhead_ms": diff(measured_mean_ms, node_ms),
+        "ort_internal_overhead_ms": diff(ort_ms, node_ms),
     }

@@ -127,7 +127,8 @@ def trend(latencies_ms: Sequence[float] | np.ndarray[Any, Any]) -> Trend | None:
 def _phase_ms(iters: pa.Table, phase: str) -> np.ndarray[Any, Any]:
     mask = pc.equal(iters.column("phase"), phase)
     filtered = iters.filter(mask).sort_by("iteration")
-    return filtered.column("latency_ns").to_numpy().astype(np.float64) / 1e6
+    out: np.ndarray[Any, Any] = filtered.column("latency_ns").to_numpy().astype(np.float64) / 1e6
+    return out
 
 
 def summarize_iterations(iters: pa.Table, batch: int | None) -> dict[str, Any]:

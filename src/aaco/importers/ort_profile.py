@@ -51,8 +51,8 @@ _EXPECTED = "expected an ONNX Runtime profile (a JSON array of {ph, ts, name, ..
 # (profiler.cc), with the args it formats itself as `"key" : value` and the embedded
 # thread-pool statistics as `"key": value`, so the spaced form only finds top-level args.
 _HEAD = re.compile(
-    r'\{"cat" ?: ?"([^"\\]*)", ?"pid" ?: ?-?\d+, ?"tid" ?: ?(-?\d+), ?"dur" ?: ?([\d.eE+-]+), ?'
-    r'"ts" ?: ?([\d.eE+-]+), ?"ph" ?: ?"([^"\\]*)", ?"name" ?: ?"([^"\\]*)", ?"args" ?: ?\{'
+    r'\{"cat" : "([^"\\]*)","pid" :-?\d+,"tid" :(-?\d+),"dur" :([\d.eE+-]+),'
+    r'"ts" :([\d.eE+-]+),"ph" : "([^"\\]*)","name" :"([^"\\]*)","args" : \{'
 )
 _SHAPE = re.compile(r"\[(?:\{[^{}]*\}(?:,\{[^{}]*\})*)?\]")
 _STR_ARGS = (
@@ -64,6 +64,7 @@ _STR_ARGS = (
     "output_size",
 )
 _STR_KEYS = tuple((key, len(key)) for key in (f'"{k}" : "' for k in _STR_ARGS))
+_OP_NAME_KEY = _STR_KEYS[0][0]
 _IN_SHAPE_KEY = '"input_type_shape" : '
 _OUT_SHAPE_KEY = '"output_type_shape" : '
 
@@ -138,6 +139,10 @@ class _Columns:
             # Hot loop (once per kernel event): inlined on purpose.
             start = m.end()
             find = line.find
+            # Every kernel event has op_name; without it the args are not laid out as
+            # expected and the line is left to the JSON decoder.
+            if find(_OP_NAME_KEY, start) < 0:
+                return False
             self.names.append(name[: -len(_KERNEL_SUFFIX)])
             self.starts.append(int(ts) * 1000 if ts.isdigit() else _text_us_to_ns(ts))
             self.durs.append(int(dur) * 1000 if dur.isdigit() else _text_us_to_ns(dur))
@@ -267,6 +272,7 @@ class _Columns:
                 "dur_ns": [run_spans[r][1] for r in kept_runs],
                 "node_ns": [run_node_ns[r] for r in kept_runs],
                 "node_count": [run_node_count[r] for r in kept_runs],
+                "wall_ns": [None] * len(kept_runs),
             }
         )
         return OrtProfile(
@@ -479,13 +485,15 @@ def _int_column(values: list[str | None], typ: pa.DataType) -> pa.Array:
     try:
         return pc.cast(text, typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([_opt_int(v) for v in values], type=typ)
+        bits = typ.bit_width - 1
+        return pa.array([_opt_int(v, bits) for v in values], type=typ)
 
 
-def _opt_int(value: str | None) -> int | None:
+def _opt_int(value: str | None, bits: int) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         return None
+    return number if -(1 << bits) <= number < (1 << bits) else None

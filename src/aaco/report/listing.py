@@ -16,7 +16,12 @@ from aaco.report.terminal import fmt_bytes, fmt_ms
 def _render(renderable: RenderableType, width: int, color: bool) -> str:
     buf = io.StringIO()
     Console(
-        file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False
+        file=buf,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
     ).print(renderable)
     return buf.getvalue()
 
@@ -25,7 +30,9 @@ def _s(v: Any) -> str:
     return "unknown" if v is None else escape(str(v))
 
 
-def render_sessions_table(rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False) -> str:
+def render_sessions_table(
+    rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False
+) -> str:
     t = Table(show_edge=False, pad_edge=False)
     for col, justify in (
         ("time (UTC)", "left"),
@@ -64,7 +71,9 @@ def _inputs_summary(shapes: dict[str, list[int]], keep: int = 3) -> str:
     return ", ".join(parts)
 
 
-def render_models_table(rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False) -> str:
+def render_models_table(
+    rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False
+) -> str:
     t = Table(show_edge=False, pad_edge=False)
     for col, justify in (
         ("model", "left"),
@@ -80,7 +89,11 @@ def render_models_table(rows: Sequence[dict[str, Any]], width: int = 110, color:
         t.add_row(
             _s(r["name"]),
             _s(r.get("source")),
-            "unknown" if params is None else f"{params / 1e6:.2f} M" if params >= 1e5 else f"{params:,}",
+            "unknown"
+            if params is None
+            else f"{params / 1e6:.2f} M"
+            if params >= 1e5
+            else f"{params:,}",
             fmt_bytes(r.get("parameter_bytes")),
             _s(_inputs_summary(r.get("input_shapes") or {})),
             _s(r.get("description") or ""),
@@ -100,9 +113,15 @@ def render_machine(desc: dict[str, Any], width: int = 110, color: bool = False) 
         f"{_s(cpu.get('physical_cores'))} physical, {_s(cpu.get('logical_cores'))} logical",
     )
     freq = cpu.get("freq_mhz") or {}
-    t.add_row("frequency", f"{_s(freq.get('current'))} MHz (max {_s(freq.get('max'))})" if freq else "unknown")
+    t.add_row(
+        "frequency",
+        f"{_s(freq.get('current'))} MHz (max {_s(freq.get('max'))})" if freq else "unknown",
+    )
     t.add_row("governor", _s(", ".join(cpu.get("governors") or []) or None))
-    t.add_row("memory", f"{fmt_bytes(mem.get('total_bytes'))} total, {fmt_bytes(mem.get('available_bytes'))} free")
+    t.add_row(
+        "memory",
+        f"{fmt_bytes(mem.get('total_bytes'))} total, {fmt_bytes(mem.get('available_bytes'))} free",
+    )
     osd = desc.get("os") or {}
     t.add_row("OS", _s(" ".join(str(v) for v in (osd.get("distro"), osd.get("release")) if v)))
     gpus = (desc.get("gpus") or {}).get("devices") or []

@@ -54,7 +54,10 @@ def _header(r: dict[str, Any]) -> Panel:
     lines.append("model    ", style="dim")
     lines.append(f"{m['name']}")
     if m.get("parameter_count") is not None:
-        lines.append(f"  ({m['parameter_count'] / 1e6:.2f} M params, {m.get('node_count')} nodes)", style="dim")
+        lines.append(
+            f"  ({m['parameter_count'] / 1e6:.2f} M params, {m.get('node_count')} nodes)",
+            style="dim",
+        )
     lines.append("\nbackend  ", style="dim")
     active = b.get("providers_active") or []
     lines.append(f"{b['name']} ({b['provider']})")
@@ -77,7 +80,9 @@ def _latency(r: dict[str, Any]) -> Table | Text:
     lat = summ.get("latency_ms")
     if not lat:
         return Text("latency: unknown (no measured iterations)", style="yellow")
-    t = Table(title="Latency (ms), measured phase", title_justify="left", show_edge=False, pad_edge=False)
+    t = Table(
+        title="Latency (ms), measured phase", title_justify="left", show_edge=False, pad_edge=False
+    )
     for col in ("n", "mean", "std", "min", "p50", "p90", "p95", "p99", "max", "CoV"):
         t.add_column(col, justify="right")
     cov = lat.get("cov")
@@ -117,7 +122,10 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
     top = r["top_ops"]
     prof = r["summary"].get("profile")
     if not top:
-        return Text("operators: no profile (run without --no-profile to see where the time went)", style="dim")
+        return Text(
+            "operators: no profile (run without --no-profile to see where the time went)",
+            style="dim",
+        )
     n_iter = prof.get("profiled_iterations") if prof else None
     t = Table(
         title=f"Top operators (profiled pass, {n_iter} iterations)",
@@ -162,11 +170,12 @@ def _coverage(r: dict[str, Any]) -> Text:
     prof = r["summary"].get("profile")
     if not prof or prof.get("coverage") is None:
         return Text("")
-    return Text(
-        f"operator time {fmt_ms(prof.get('node_ms_per_iter_p50'))} ms/iter (median) covers "
-        f"{prof['coverage']:.0%} of the measured p50; "
-        f"mean overhead outside operators {fmt_ms(prof['overhead_ms'])} ms"
-    )
+    same = prof.get("coverage_same_pass")
+    txt = f"operator time {fmt_ms(prof.get('node_ms_per_iter_p50'))} ms/iter (median)"
+    if same is not None:
+        txt += f" = {same:.0%} of the profiled pass's latency,"
+    txt += f" {prof['coverage']:.0%} of the measured p50"
+    return Text(txt)
 
 
 def _telemetry(r: dict[str, Any]) -> Text:
@@ -201,7 +210,12 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
     """Render a report model to terminal text (ANSI styles only when ``color``)."""
     buf = io.StringIO()
     console = Console(
-        file=buf, width=width, force_terminal=color, no_color=not color, highlight=False, emoji=False
+        file=buf,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
     )
     parts = [
         _header(report),

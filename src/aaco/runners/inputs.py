@@ -33,7 +33,7 @@ from aaco.errors import UsageError
 
 DEFAULT_INT_RANGE = (0, 100)
 
-_NUMPY_DTYPES = {
+_NUMPY_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
     onnx.TensorProto.FLOAT16: "float16",
     onnx.TensorProto.DOUBLE: "float64",
@@ -184,7 +184,7 @@ def resolve_inputs(
                 )
             shape: list[int | None] = list(given)
             if dims is not None:
-                for axis, (want, got) in enumerate(zip(dims, given)):
+                for axis, (want, got) in enumerate(zip(dims, given, strict=True)):
                     if isinstance(want, int) and want > 0 and want != got:
                         raise UsageError(
                             f"input {inp.name!r}: dimension {axis} is fixed at {want} in the "
@@ -212,9 +212,10 @@ def resolve_inputs(
             if isinstance(sym, str) and sym in symbols:
                 shape[axis] = symbols[sym]
             elif axis == 0:
-                shape[0] = batch if batch is not None else 1
+                leading = batch if batch is not None else 1
+                shape[0] = leading
                 if isinstance(sym, str):
-                    symbols[sym] = shape[0]
+                    symbols[sym] = leading
             else:
                 label = f" ({sym!r})" if isinstance(sym, str) else ""
                 example = "x".join(str(s) if s is not None else "N" for s in shape)
@@ -230,7 +231,9 @@ def resolve_inputs(
         dtype = _NUMPY_DTYPES.get(inp.elem_type)
         if dtype is None:
             type_name = onnx.TensorProto.DataType.Name(inp.elem_type)
-            raise UsageError(f"input {inp.name!r} has element type {type_name}, which AACO cannot generate")
+            raise UsageError(
+                f"input {inp.name!r} has element type {type_name}, which AACO cannot generate"
+            )
         fill = _fill_for(inp.name, dtype)
         lo, hi = lo_default, hi_default
         if fill == "randint" and int_range is None and inp.name in bounds:
@@ -258,8 +261,10 @@ def make_array(spec: InputSpec, rng: np.random.Generator) -> np.ndarray[Any, Any
         return rng.random(shape) < 0.5
     if spec.fill == "arange":
         n = shape[-1] if shape else 1
-        return np.broadcast_to(np.arange(n, dtype=dtype), shape).copy()
-    return rng.integers(spec.low, spec.high, size=shape, dtype=dtype)
+        ramp: np.ndarray[Any, Any] = np.broadcast_to(np.arange(n, dtype=dtype), shape).copy()
+        return ramp
+    out: np.ndarray[Any, Any] = rng.integers(spec.low, spec.high, size=shape, dtype=dtype)
+    return out
 
 
 def batch_of(specs: Sequence[InputSpec]) -> int | None:

@@ -46,7 +46,9 @@ def _last_stage(bundle_dir: Path) -> str | None:
 
 def _log_tail(bundle_dir: Path, n: int = 3) -> str:
     try:
-        lines = [ln.strip() for ln in (bundle_dir / LOG_FILE).read_text(errors="replace").splitlines()]
+        lines = [
+            ln.strip() for ln in (bundle_dir / LOG_FILE).read_text(errors="replace").splitlines()
+        ]
     except OSError:
         return ""
     lines = [ln for ln in lines if ln]
@@ -126,7 +128,10 @@ def launch_worker(
     rc = proc.returncode
     if timed_out:
         status = "timeout"
-        error = f"worker exceeded the {timeout_s:g} s timeout during stage '{stage or 'start'}' and was killed"
+        error = (
+            f"worker exceeded the {timeout_s:g} s timeout during stage "
+            f"'{stage or 'start'}' and was killed"
+        )
     elif result is not None and result.status == "completed" and rc == 0:
         status, error = "completed", None
     elif result is not None and result.error:

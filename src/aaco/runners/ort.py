@@ -167,7 +167,9 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
     progress.stage("load")
     so = _session_options(spec, ort)
     t0 = time.perf_counter_ns()
-    sess = ort.InferenceSession(spec.model_path, sess_options=so, providers=names, provider_options=options)
+    sess = ort.InferenceSession(
+        spec.model_path, sess_options=so, providers=names, provider_options=options
+    )
     result.load_time_ns = time.perf_counter_ns() - t0
     result.providers_active = list(sess.get_providers())
     result.session_options = {
@@ -217,7 +219,7 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
             "iteration": list(range(len(w_starts))) + list(range(len(m_starts))),
             "start_ns": starts,
             "end_ns": ends,
-            "latency_ns": [e - s for s, e in zip(starts, ends)],
+            "latency_ns": [e - s for s, e in zip(starts, ends, strict=True)],
         }
     )
     write_table(bundle_dir / INFERENCE_ITERS.path, table)
@@ -247,7 +249,9 @@ def _profile_pass(
     optimized.parent.mkdir(parents=True, exist_ok=True)
     so.optimized_model_filepath = str(optimized)
     try:
-        sess = ort.InferenceSession(spec.model_path, sess_options=so, providers=names, provider_options=options)
+        sess = ort.InferenceSession(
+            spec.model_path, sess_options=so, providers=names, provider_options=options
+        )
     except Exception as exc:
         # Some providers cannot serialise their compiled graph; profile without it.
         result.failures.append({"stage": "save_optimized_model", "error": _one_line(exc)})
@@ -255,17 +259,17 @@ def _profile_pass(
         so = _session_options(spec, ort)
         so.enable_profiling = True
         so.profile_file_prefix = str(profile_dir / "ort_profile")
-        sess = ort.InferenceSession(spec.model_path, sess_options=so, providers=names, provider_options=options)
+        sess = ort.InferenceSession(
+            spec.model_path, sess_options=so, providers=names, provider_options=options
+        )
     if optimized.is_file():
         result.optimized_model = OPTIMIZED_MODEL
-    t0 = time.perf_counter_ns()
     runs = spec.profile_warmup + spec.profile_iterations
-    for _ in range(runs):
-        sess.run(output_names, feeds)
-    t1 = time.perf_counter_ns()
+    starts, ends = timing_loop(sess.run, output_names, feeds, runs)
     path = Path(sess.end_profiling())
-    result.phases["profile"] = [t0, t1]
+    result.phases["profile"] = [starts[0], ends[-1]]
     result.profile_runs = runs
+    result.profile_wall_ns = [e - s for s, e in zip(starts, ends, strict=True)]
     result.profile_file = os.path.relpath(path.resolve(), bundle_dir.resolve())
 
 

@@ -86,6 +86,7 @@ class WorkerResult:
     warmup_iterations: int = 0
     profile_file: str | None = None
     profile_runs: int = 0
+    profile_wall_ns: list[int] = field(default_factory=list)
     optimized_model: str | None = None
     load_time_ns: int | None = None
     failures: list[dict[str, str]] = field(default_factory=list)

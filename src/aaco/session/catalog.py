@@ -39,5 +39,7 @@ def list_sessions(root: Path) -> list[dict[str, Any]]:
         try:
             rows.append(session_row(Session.load(path)))
         except BundleError as exc:
-            rows.append({"id": path.name, "path": str(path), "status": "unreadable", "error": str(exc)})
+            rows.append(
+                {"id": path.name, "path": str(path), "status": "unreadable", "error": str(exc)}
+            )
     return rows

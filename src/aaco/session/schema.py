@@ -121,7 +121,13 @@ OPS = TableSpec(
         _c("node_name", _str, "", "node name in the optimized graph ORT executed", False),
         _c("op_type", _str, "", "operator type, e.g. `Conv`, `FusedConv`, `MatMul`"),
         _c("provider", _str, "", "execution provider that ran the node"),
-        _c("node_index", _i32, "", "node index in the optimized graph, when given"),
+        _c(
+            "node_index",
+            _i32,
+            "",
+            "ORT's internal node index, not a position in the saved optimized graph "
+            "(join graph_nodes on node_name)",
+        ),
         _c("start_ns", _i64, "ns", "start, relative to the start of the profile (not monotonic)"),
         _c("dur_ns", _i64, "ns", "duration of the operator's kernel", False),
         _c("thread_id", _i64, "", "OS thread id that ran the node"),
@@ -130,8 +136,13 @@ OPS = TableSpec(
         _c("activation_bytes", _i64, "B", "bytes of non-weight inputs (ORT activation_size)"),
         _c("parameter_bytes", _i64, "B", "bytes of weight inputs (ORT parameter_size)"),
         _c("output_bytes", _i64, "B", "bytes of outputs (ORT output_size)"),
-        _c("original_nodes", _strs, "", "nodes of the original model this node stands for; "
-           "null when the mapping cannot be known"),
+        _c(
+            "original_nodes",
+            _strs,
+            "",
+            "nodes of the original model this node stands for; "
+            "null when the mapping cannot be known",
+        ),
     ),
 )
 
@@ -145,6 +156,13 @@ ORT_RUNS = TableSpec(
         _c("dur_ns", _i64, "ns", "duration of `model_run` inside ORT", False),
         _c("node_ns", _i64, "ns", "sum of node kernel durations inside this run", False),
         _c("node_count", _i32, "", "node executions inside this run", False),
+        _c(
+            "wall_ns",
+            _i64,
+            "ns",
+            "wall time of the `session.run` call of this run, timed by the worker like the "
+            "measured iterations; null when the profile came from elsewhere",
+        ),
     ),
 )
 
@@ -165,8 +183,13 @@ GRAPH_NODES = TableSpec(
         _c("input_dtypes", _strs, "", "element types of inputs (`float`, `int64`, ...)"),
         _c("output_dtypes", _strs, "", "element types of outputs"),
         _c("attributes", _str, "", "JSON object summarising the attributes (tensors elided)"),
-        _c("original_nodes", _strs, "", "for optimized nodes: original nodes it stands for, "
-           "null when unknown"),
+        _c(
+            "original_nodes",
+            _strs,
+            "",
+            "original nodes this node stands for: itself on original rows; on optimized "
+            "rows the fused group, null when it cannot be known",
+        ),
     ),
 )
 
@@ -191,22 +214,44 @@ SYSTEM_EVENTS = TableSpec(
     doc="One row per telemetry sample of the worker process and of the system (psutil).",
     columns=(
         _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
-        _c("proc_cpu_pct", _f64, "%", "worker CPU use since the previous sample (100 = one core); null on the "
-           "first row and on a final row less than half a period after the previous one"),
+        _c(
+            "proc_cpu_pct",
+            _f64,
+            "%",
+            "worker CPU use since the previous sample (100 = one core); null on the "
+            "first row and on a final row less than half a period after the previous one",
+        ),
         _c("proc_rss_bytes", _i64, "B", "worker resident set size"),
         _c("proc_threads", _i32, "", "worker thread count"),
-        _c("proc_ctx_voluntary", _i64, "", "worker voluntary context switches summed over all its threads, "
-           "cumulative"),
-        _c("proc_ctx_involuntary", _i64, "", "worker involuntary context switches summed over all its threads, "
-           "cumulative"),
+        _c(
+            "proc_ctx_voluntary",
+            _i64,
+            "",
+            "worker voluntary context switches summed over all its threads, cumulative",
+        ),
+        _c(
+            "proc_ctx_involuntary",
+            _i64,
+            "",
+            "worker involuntary context switches summed over all its threads, cumulative",
+        ),
         _c("proc_minor_faults", _i64, "", "worker minor page faults, cumulative"),
         _c("proc_major_faults", _i64, "", "worker major page faults, cumulative"),
         _c("sys_cpu_pct", _f64, "%", "system CPU use since the previous sample (100 = all cores)"),
-        _c("sys_cpu_pct_per_core", pa.list_(_f64), "%", "per-core CPU use since previous sample, online CPUs in "
-           "/proc/stat order"),
+        _c(
+            "sys_cpu_pct_per_core",
+            pa.list_(_f64),
+            "%",
+            "per-core CPU use since previous sample, online CPUs in /proc/stat order",
+        ),
         _c("load_1m", _f64, "", "1-minute load average"),
-        _c("cpu_freq_mhz", _f64, "MHz", "mean current CPU frequency; null when not readable, or skipped "
-           "on this row to keep the sampler cheap"),
+        _c(
+            "cpu_freq_mhz",
+            _f64,
+            "MHz",
+            "mean current CPU frequency; null when not readable, or skipped "
+            "on this row to keep the sampler cheap",
+        ),
     ),
 )
 

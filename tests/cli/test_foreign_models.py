@@ -1,0 +1,96 @@
+"""``aaco run`` on ONNX files this project did not write.
+
+- ONNX Model Zoo "light" models shipped inside the onnx wheel (IR 3, opset 9, initializers
+  listed as graph inputs, weights made by ConstantOfShape): real convolutional
+  architectures from other exporters (Caffe2, CNTK...).
+- An int8 model made by onnxruntime's own quantization tool (``quantize_dynamic``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from tests.cli.test_cli import aaco
+from tests.conftest import make_matmul_chain
+
+from aaco.session.bundle import Session
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize(
+    "name", ["light_resnet50", "light_inception_v2", "light_squeezenet", "light_shufflenet"]
+)
+def test_model_zoo_light_models(tmp_path: Path, name: str) -> None:
+    path = LIGHT / f"{name}.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path} is not shipped with this onnx version")
+    root = tmp_path / "s"
+    p = aaco(
+        "run",
+        "--model",
+        str(path),
+        "--warmup",
+        "3",
+        "--iterations",
+        "15",
+        "--profile-iterations",
+        "5",
+        "--report",
+        "json",
+        "-o",
+        str(root),
+    )
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["status"] == "completed"
+    assert r["model"]["opset"] and r["model"]["node_count"] > 50
+    # initializers listed as inputs (IR 3) are not fed: only the image is
+    s = Session.load(root / "latest")
+    inputs = s.meta["run"]["inputs"]
+    assert len(inputs) == 1 and inputs[0]["shape"] == [1, 3, 224, 224], inputs
+    prof = r["summary"]["profile"]
+    assert prof["coverage"] is not None and prof["profiler_inflation"] is not None
+    # inside the profiled pass, node time is nearly all of ORT's run time
+    assert 0.6 < prof["node_share_of_ort_run"] <= 1.0, prof
+    if name in ("light_resnet50", "light_inception_v2"):
+        # few large convolutions: the profiler's per-node cost is negligible, so node time
+        # covers the unprofiled latency (bounds wider than 15 % for noisy CI machines)
+        assert 0.75 < prof["coverage"] < 1.25, prof
+
+
+def test_onnxruntime_quantized_int8_model(tmp_path: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src = make_matmul_chain(tmp_path / "fp32.onnx", n_layers=4, width=256)
+    dst = tmp_path / "int8.onnx"
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    q = onnx.load(str(dst))
+    assert any(n.op_type in ("MatMulInteger", "DynamicQuantizeLinear") for n in q.graph.node)
+    root = tmp_path / "s"
+    p = aaco(
+        "run",
+        "--model",
+        str(dst),
+        "--batch",
+        "8",
+        "--iterations",
+        "30",
+        "--report",
+        "json",
+        "-o",
+        str(root),
+    )
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    types = {t["op_type"] for t in r["top_op_types"]}
+    assert types & {
+        "MatMulInteger",
+        "DynamicQuantizeLinear",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+    }
+    assert r["backend"]["batch"] == 8
