@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -303,10 +304,17 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns errors into one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    # A polite kill (SIGTERM) unwinds like Ctrl-C: the worker is killed and the bundle is
+    # published as failed instead of being left half-built with a worker still running.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = app.main(args=args, prog_name="aaco", standalone_mode=False)
     except AacoError as exc:

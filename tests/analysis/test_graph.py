@@ -159,6 +159,61 @@ def resnet_blocks() -> onnx.ModelProto:
     )
 
 
+def torchvision_resnet() -> onnx.ModelProto:
+    """A tiny torchvision ResNet, with the node and tensor names torch.onnx gives it.
+
+    Stem conv1/bn1/relu/maxpool; bottleneck ``layer1.0`` (stride 2, with a downsample
+    Conv+BatchNormalization) and ``layer1.1`` (identity shortcut), each conv1/bn1/relu,
+    conv2/bn2/relu, conv3/bn3, residual Add, Relu; avgpool, Flatten, fc. Channels are
+    multiples of 16, so ORT's NCHWc transformer takes everything up to the avgpool.
+    """
+    nodes: list[onnx.NodeProto] = []
+    inits: list[TensorProto] = []
+
+    def op(op_type: str, name: str, inputs: list[str], **attrs: Any) -> str:
+        out = f"{name}_output_0"
+        nodes.append(helper.make_node(op_type, inputs, [out], name=name, **attrs))
+        return out
+
+    def conv_bn(x: str, path: str, conv: str, bn: str, shape: list[int], stride: int = 1) -> str:
+        """``path/conv/Conv`` -> ``path/bn/BatchNormalization``; ``shape``: [out, in, k]."""
+        cout, cin, k = shape
+        prefix = path.split("/")[-1] + "." if path else ""  # /layer1/layer1.0 -> layer1.0.
+        cw, bw = (prefix + conv.split("/")[-1], prefix + bn.split("/")[-1])
+        inits.append(_f32(f"{cw}.weight", [cout, cin, k, k], len(inits)))
+        for stat in ("weight", "bias", "running_mean"):
+            inits.append(_f32(f"{bw}.{stat}", [cout], len(inits)))
+        inits.append(_const(f"{bw}.running_var", np.linspace(0.5, 1.5, cout)))
+        pads, strides = [k // 2] * 4, [stride, stride]
+        c = op("Conv", f"{path}/{conv}/Conv", [x, f"{cw}.weight"], pads=pads, strides=strides)
+        stats = [f"{bw}.{s}" for s in ("weight", "bias", "running_mean", "running_var")]
+        return op("BatchNormalization", f"{path}/{bn}/BatchNormalization", [c, *stats])
+
+    x = op("Relu", "/relu/Relu", [conv_bn("input", "", "conv1", "bn1", [16, 3, 7], 2)])
+    x = op("MaxPool", "/maxpool/MaxPool", [x], kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2])
+    for b, (cin, stride) in enumerate([(16, 2), (64, 1)]):
+        path = f"/layer1/layer1.{b}"
+        h = op("Relu", f"{path}/relu/Relu", [conv_bn(x, path, "conv1", "bn1", [16, cin, 1])])
+        h = conv_bn(h, path, "conv2", "bn2", [16, 16, 3], stride)
+        h = op("Relu", f"{path}/relu/Relu_1", [h])
+        h = conv_bn(h, path, "conv3", "bn3", [64, 16, 1])
+        if b == 0:
+            ds = ("downsample/downsample.0", "downsample/downsample.1")
+            x = conv_bn(x, path, *ds, [64, cin, 1], stride)
+        x = op("Relu", f"{path}/relu/Relu_2", [op("Add", f"{path}/Add", [h, x])])
+    x = op("Flatten", "/Flatten", [op("GlobalAveragePool", "/avgpool/GlobalAveragePool", [x])])
+    inits += [_f32("fc.weight", [10, 64], 90), _f32("fc.bias", [10], 91)]
+    nodes.append(
+        helper.make_node("Gemm", [x, "fc.weight", "fc.bias"], ["output"], name="/fc/Gemm", transB=1)
+    )
+    return _model(
+        nodes,
+        [_vi("input", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+        [_vi("output", TensorProto.FLOAT, ["batch", 10])],
+        inits,
+    )
+
+
 def layer_norm_block() -> onnx.ModelProto:
     """MatMul+Add, Dropout, residual Add, decomposed LayerNorm, constant-foldable Reshape."""
     nodes = [
@@ -589,6 +644,90 @@ def test_nchwc_residual_blocks_map_node_by_node(optimize: Callable[..., onnx.Mod
         assert mapping["cb1_nchwc"] == ["b1_convb", "b1_add", "b1_relu"]
     assert mapping["fc"] == ["fc"]
     _assert_partition(original, optimized, mapping)
+
+
+NCHWC = "com.microsoft.nchwc"
+
+
+def _resnet_nchwc_mapping() -> dict[str, list[str] | None]:
+    """What each node of torchvision_resnet's NCHWc graph stands for, by construction."""
+
+    def bn_conv(path: str, conv: str, bn: str, *after: str) -> list[str]:
+        return [f"{path}/{conv}/Conv", f"{path}/{bn}/BatchNormalization", *after]
+
+    mapping: dict[str, list[str] | None] = {
+        "/relu/Relu_output_0_nchwc": bn_conv("", "conv1", "bn1", "/relu/Relu"),
+        "/maxpool/MaxPool_output_0_nchwc": ["/maxpool/MaxPool"],
+        "/avgpool/GlobalAveragePool_output_0_nchwc": ["/avgpool/GlobalAveragePool"],
+        "ReorderOutput": None,  # inserted: stands for no original node
+        "/Flatten": ["/Flatten"],
+        "/fc/Gemm": ["/fc/Gemm"],
+    }
+    for b in range(2):
+        p = f"/layer1/layer1.{b}"
+        mapping[f"{p}/relu/Relu_output_0_nchwc"] = bn_conv(p, "conv1", "bn1", f"{p}/relu/Relu")
+        mapping[f"{p}/relu/Relu_1_output_0_nchwc"] = bn_conv(p, "conv2", "bn2", f"{p}/relu/Relu_1")
+        # Named after bn3's output; ORT then folded in the residual Add (taking the shortcut
+        # as its Sum input) and the block's last Relu.
+        mapping[f"{p}/bn3/BatchNormalization_output_0_nchwc"] = bn_conv(
+            p, "conv3", "bn3", f"{p}/Add", f"{p}/relu/Relu_2"
+        )
+    # The downsample branch feeds that Sum input: it computes no Add and no Relu.
+    ds = "/layer1/layer1.0/downsample"
+    mapping[f"{ds}/downsample.1/BatchNormalization_output_0_nchwc"] = [
+        f"{ds}/downsample.0/Conv",
+        f"{ds}/downsample.1/BatchNormalization",
+    ]
+    return mapping
+
+
+def test_nchwc_torchvision_resnet_maps_every_conv(
+    optimize: Callable[..., onnx.ModelProto],
+) -> None:
+    original = torchvision_resnet()
+    optimized = optimize(original, Level.ORT_ENABLE_ALL)
+    mapping = map_optimized_to_original(original, optimized)
+    assert mapping["/Flatten"] == ["/Flatten"]
+    assert mapping["/fc/Gemm"] == ["/fc/Gemm"]
+    _assert_partition(original, optimized, mapping)
+    if NCHWC not in {n.domain for n in optimized.graph.node}:
+        return  # no NCHWc layout off x86: the exact mapping below is x86's
+    assert mapping == _resnet_nchwc_mapping()
+    assert eliminated_original_nodes(original, optimized) == []
+
+
+@pytest.mark.parametrize(
+    ("renamed", "known", "also_unknown"),
+    [
+        # A Conv inside the chain: its output cannot be told, so neither can where the next
+        # Conv's walk must stop; the rest of the chain still maps.
+        (
+            "/layer1/layer1.0/relu/Relu_1_output_0_nchwc",
+            False,
+            ["/layer1/layer1.0/bn3/BatchNormalization_output_0_nchwc"],
+        ),
+        # The pool's output goes through the ReorderOutput to the original tensor: known.
+        ("/avgpool/GlobalAveragePool_output_0_nchwc", True, []),
+    ],
+)
+def test_nchwc_chain_with_an_unreadable_name_maps_what_it_can(
+    optimize: Callable[..., onnx.ModelProto], renamed: str, known: bool, also_unknown: list[str]
+) -> None:
+    original = torchvision_resnet()
+    optimized = optimize(original, Level.ORT_ENABLE_ALL)
+    if NCHWC not in {n.domain for n in optimized.graph.node}:
+        pytest.skip("ORT makes no NCHWc graph on this CPU")
+    node = next(n for n in optimized.graph.node if n.name == renamed)
+    node.name = "mystery"  # a name that says nothing of what the node computes
+    expected = _resnet_nchwc_mapping()
+    stands_for = expected.pop(renamed)
+    expected["mystery"] = stands_for if known else None
+    expected.update(dict.fromkeys(also_unknown))
+    mapping = map_optimized_to_original(original, optimized)
+    assert mapping == expected
+    _assert_partition(original, optimized, mapping)
+    # What the unknown nodes may compute is not reported as eliminated.
+    assert eliminated_original_nodes(original, optimized) == []
 
 
 def test_bias_gelu_maps_to_the_gelu_subgraph(optimize: Callable[..., onnx.ModelProto]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -106,12 +107,16 @@ def test_run_writes_a_complete_bundle(
     assert nodes is not None
     optimized = {r["node_name"] for r in nodes.to_pylist() if r["graph"] == "optimized"}
     assert set(ops.column("node_name").to_pylist()) <= optimized
-    # telemetry timestamps fall inside the run and share the iteration clock
     ev = s.system_events()
     assert ev is not None and ev.num_rows >= 2
     ts = ev.column("ts_ns").to_pylist()
     starts = iters.column("start_ns").to_pylist()
-    assert min(ts) <= max(starts) and max(ts) >= min(starts)
+    # same clock: samples and iterations lie within seconds of each other (an epoch clock
+    # would be decades away), samples are ordered and spaced at about 1 / 10 Hz
+    assert abs(min(ts) - min(starts)) < 10e9
+    assert ts == sorted(ts)
+    gaps = [b - a for a, b in itertools.pairwise(ts)]
+    assert all(0.05e9 < g < 0.5e9 for g in gaps[:-1]), gaps
     env = json.loads((b / "env.json").read_text())
     assert env["fingerprint"] and "onnxruntime" in env
 
@@ -369,3 +374,31 @@ def test_parameters_of_the_built_bundle_are_readable_with_pyarrow(
     b = next(iter_sessions(root))
     t = pq.read_table(b / "metrics" / "inference_iters.parquet")
     assert t.schema.field("latency_ns").type == "int64"
+
+
+def test_sigterm_publishes_a_failed_bundle_and_kills_the_worker(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    env = dict(os.environ, NO_COLOR="1")
+    proc = subprocess.Popen(
+        [AACO, "run", "--model", "mlp", "--duration", "60", "-o", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        progress = list(root.rglob("worker_progress.jsonl")) if root.exists() else []
+        if progress and '"measure"' in progress[0].read_text():
+            break
+        time.sleep(0.1)
+    worker_pids = [c.pid for c in psutil.Process(proc.pid).children()]
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    s = Session.load(root / "latest")
+    assert s.status == "failed" and "interrupted" in (s.error or {}).get("message", "")
+    time.sleep(0.5)
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in worker_pids
+    )

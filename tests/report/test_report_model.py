@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from aaco.report.model import coverage_warnings
-from aaco.report.terminal import bar, fmt_bytes, fmt_ms
+from aaco.report.terminal import bar, display_name, fmt_bytes, fmt_ms
 
 
 def test_coverage_warnings_explain_each_case() -> None:
@@ -85,3 +85,10 @@ def test_terminal_renders_untrusted_names_literally() -> None:
     ):
         assert literal in text, literal
     assert "latency: unknown" in text and "batch    unknown" in text
+
+
+def test_display_name_of_fused_nodes() -> None:
+    assert display_name("conv1", None) == "conv1"
+    assert display_name("conv1", ["conv1"]) == "conv1"
+    assert display_name("r_nchwc", ["conv1", "bn1", "relu1"]) == "conv1 +2"
+    assert display_name("Abs_3", ["abs"]) == "abs"

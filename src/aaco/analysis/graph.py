@@ -53,21 +53,27 @@ Shape = list[int | str | None]
 _INFERENCE_INIT_MAX_ELEMS = 1024
 _DOC_STRING_MAX = 200
 
-# ORT inserts these to change layout or device; the value is the same tensor.
+# ORT inserts these to change layout or device; the value is the same tensor (except a
+# ReorderOutput with channels_last=1, which stands in for a Transpose: see _is_layout_node).
 _VALUE_PRESERVING_OPS = frozenset(
     {"ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost"}
 )
-# What ORT's NCHWc Conv folds in after it was created: a Sum input, then an activation.
-_CONV_EPILOGUE_OPS = frozenset(
-    {"Add", "Sum", "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid"}
-)
+_NCHWC_DOMAIN = "com.microsoft.nchwc"
+# The activations an NCHWc Conv applies last; its `activation` attribute names the op.
+_ACTIVATION_OPS = frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid"})
+# Ops that add two tensors: an NCHWc Conv takes one's other input as its Sum input.
+_SUM_OPS = frozenset({"Add", "Sum"})
+# Ops ORT may fold into a Conv besides its activation and Sum: BatchNormalization, constant
+# Add/Mul (ConvBNFusion, ConvAddFusion, ConvMulFusion).
+_CONV_FOLDED_OPS = frozenset({"BatchNormalization", "Add", "Sum", "Mul"})
 # Ops that only reshape or transpose: ORT wraps fused nodes in them (MatMulAddFusion).
 _RESHAPE_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose"})
 # Original ops that pass their input through at inference; ORT removes them and rewires the
 # consumer, so a backward walk would wrongly credit them to the consumer.
 _PASS_THROUGH_OPS = frozenset({"Identity", "Dropout"})
-# ORT's NCHWc transformer names the node it creates `<original output>_nchwc` (made unique
-# with `_token_<n>` when taken); the original output is what the node computes.
+# ORT's NCHWc transformer names the node it creates `<original output>_nchwc`, or
+# `<original output>_bn_nchwc` for a BatchNormalization it turns into a Conv (made unique
+# with `_token_<n>` when taken); the original output is what the node computed then.
 _NCHWC_NAME = re.compile(r"^(.*)_nchwc(?:_token_\d+)?$")
 
 _DTYPE_BITS: dict[str, int] = {
@@ -552,15 +558,28 @@ def map_optimized_to_original(
        one of the node's inputs, or having no output tensor known in the original, makes
        the mapping unknown.
     3. Nodes linked by tensors that exist only in the optimized graph (NCHWc chains) are
-       mapped as a group. ORT names an NCHWc node ``<original output>_nchwc``; that output,
-       or the end of the Add/activation chain ORT folds into a Conv after naming it, is
-       taken as the node's output tensor. These guesses are kept only if the per-node walks
-       partition, exactly, the original subgraph between the group's boundary tensors
-       known for certain. Failing that, if one node of the group is not a Reshape,
-       Squeeze, Unsqueeze, Flatten or Transpose, it stands for the whole subgraph (ORT's
-       MatMulAddFusion: Reshape -> Gemm -> Reshape); otherwise the group is unknown.
-    4. An unknown node that keeps an original node's name and op type maps to that node.
-       Layout and copy nodes ORT inserted map to None: they stand for no original node.
+       mapped as a group, each node with a guessed output tensor. ORT names an NCHWc node
+       ``<original output>_nchwc`` (``<original output>_bn_nchwc`` for a
+       BatchNormalization it made a Conv). An NCHWc Conv may then fold in the Add that
+       consumes that output (the Add's other input becomes the Conv's fourth, Sum, input)
+       and after it an activation (its ``activation`` attribute); the guess follows the
+       Add only if the node has a Sum input and the activation only if it names one, so a
+       Conv whose output merely feeds another Conv's Sum input keeps its own. A node that
+       keeps an original node's name and op type computes that node's outputs. The
+       guesses are kept if the per-node walks partition, exactly, the original subgraph
+       between the group's boundary tensors known for certain. Failing that, if one node
+       of the group is not a Reshape, Squeeze, Unsqueeze, Flatten or Transpose, it stands
+       for the whole subgraph (ORT's MatMulAddFusion: Reshape -> Gemm -> Reshape).
+       Failing that, each node is judged on its own: its walk is kept if all its inputs
+       are known and used, nothing computed inside it is used outside it, no other node of
+       the group claims any of it, and it fits the node's op (an NCHWc Conv: one Conv, or
+       one BatchNormalization, with only BatchNormalization, Add, Mul and activations
+       besides, an Add of two computed tensors exactly when it has a Sum input, its
+       activation last; any other node: one original node of its own op type). The other
+       nodes of the group are unknown.
+    4. An unknown node that keeps an original node's name and op type maps to that node,
+       unless another node stands for it. Layout and copy nodes ORT inserted map to None:
+       they stand for no original node.
     """
     return _map(original, optimized)[0]
 
@@ -601,20 +620,59 @@ class _OriginalIndex:
                 if t:
                     self.consumers.setdefault(t, []).append(i)
 
-    def fused_tail(self, tensor: str) -> str:
-        """The last tensor of the Add/activation chain that sole consumers build on ``tensor``."""
-        seen = {tensor}
-        while tensor not in self.outputs:
-            users = self.consumers.get(tensor, [])
-            if len(users) != 1:
-                break
-            node = self.graph.node[users[0]]
-            if node.op_type not in _CONV_EPILOGUE_OPS or not node.output or not node.output[0]:
-                break
-            tensor = node.output[0]
-            if tensor in seen:
-                break
+    def producer_op(self, tensor: str) -> str | None:
+        """The op type that computes ``tensor``, looking through Identity and Dropout."""
+        seen: set[str] = set()
+        while tensor not in seen:
             seen.add(tensor)
+            p = self.producer.get(tensor)
+            if p is None:
+                return None
+            node = self.graph.node[p]
+            op: str = node.op_type
+            if op not in _PASS_THROUGH_OPS or not node.input:
+                return op
+            tensor = node.input[0]
+        return None
+
+    def sum_inputs(self, node: onnx.NodeProto) -> int:
+        """How many inputs of ``node`` are computed, not constants."""
+        return sum(1 for t in node.input if t and t not in self.constants)
+
+    def _sole_use(self, tensor: str, ops: frozenset[str]) -> onnx.NodeProto | None:
+        """The one node using ``tensor``, when it is one of ``ops`` and nothing else uses it."""
+        users = self.consumers.get(tensor, [])
+        if tensor in self.outputs or len(users) != 1:
+            return None
+        node: onnx.NodeProto = self.graph.node[users[0]]
+        if node.op_type not in ops or not node.output or not node.output[0]:
+            return None
+        return node
+
+    def nchwc_conv_output(self, tensor: str, has_sum: bool, activation: str | None) -> str | None:
+        """What an NCHWc Conv named after ``tensor`` computes; None if it cannot be found.
+
+        ORT names the node after the output its Conv (or FusedConv) had then. Later it may
+        fold the Add that consumes that output, taking the Add's other input as a fourth
+        (Sum) input, and after that an activation: ``has_sum`` and ``activation`` say which
+        it did, read from the node. An activation or Add already computing ``tensor`` was
+        folded before the naming (FusedConv) and is not looked for after it.
+        """
+        op = self.producer_op(tensor)
+        if activation is not None and op == activation:
+            return tensor  # FusedConv: nothing is folded after an activation
+        p = self.producer.get(tensor)
+        sum_done = op in _SUM_OPS and p is not None and self.sum_inputs(self.graph.node[p]) >= 2
+        if has_sum and not sum_done:
+            add = self._sole_use(tensor, _SUM_OPS)
+            if add is None or self.sum_inputs(add) != 2:
+                return None
+            tensor = add.output[0]
+        if activation is not None:
+            act = self._sole_use(tensor, frozenset({activation}))
+            if act is None:
+                return None
+            tensor = act.output[0]
         return tensor
 
     def walk(self, outputs: Iterable[str], stops: set[str], strict: bool = True) -> set[int] | None:
@@ -639,15 +697,51 @@ class _OriginalIndex:
         return found
 
 
+def _is_layout_node(node: onnx.NodeProto) -> bool:
+    """A node ORT inserted to change layout or device, whose output has its input's value.
+
+    A ReorderOutput with ``channels_last=1`` is not one: ORT puts it in place of a
+    Transpose (NCHW to NHWC), so it computes that Transpose.
+    """
+    if node.op_type not in _VALUE_PRESERVING_OPS:
+        return False
+    return not any(a.name == "channels_last" and a.i for a in node.attribute)
+
+
+def _is_nchwc_conv(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Conv" and node.domain == _NCHWC_DOMAIN
+
+
+def _activation(node: onnx.NodeProto) -> str | None:
+    for a in node.attribute:
+        if a.name == "activation" and a.type == AttributeProto.STRING:
+            return a.s.decode("utf-8", "replace") or None
+    return None
+
+
+def _has_sum_input(node: onnx.NodeProto) -> bool:
+    return len(node.input) >= 4 and bool(node.input[3])
+
+
 def _map(
     original: ModelProto, optimized: ModelProto
 ) -> tuple[dict[str, list[str] | None], list[str]]:
     orig = _OriginalIndex(original.graph)
+    orig_nodes = orig.graph.node
     pg = optimized.graph
     pnodes = list(pg.node)
     pnames = node_names(pg, original.graph)
     p_consts = {t.name for t in pg.initializer} | {t.values.name for t in pg.sparse_initializer}
     p_graph_outputs = {vi.name for vi in pg.output}
+    layout = [_is_layout_node(n) for n in pnodes]
+
+    orig_by_name = {name: i for i, name in enumerate(orig.names)}
+
+    def same_node(i: int) -> int | None:
+        """The original node an optimized node keeps the name and op type of."""
+        node = pnodes[i]
+        j = orig_by_name.get(node.name) if node.name else None
+        return j if j is not None and orig_nodes[j].op_type == node.op_type else None
 
     # 1. Exact aliases: optimized tensor -> original tensor.
     alias: dict[str, str] = {}
@@ -658,8 +752,8 @@ def _map(
     changed = True
     while changed:
         changed = False
-        for node in pnodes:
-            if node.op_type not in _VALUE_PRESERVING_OPS or not node.input or not node.output:
+        for i, node in enumerate(pnodes):
+            if not layout[i] or not node.input or not node.output:
                 continue
             src, dst = node.input[0], node.output[0]
             if src in alias and dst not in alias:
@@ -669,18 +763,27 @@ def _map(
                 alias[src] = alias[dst]
                 changed = True
 
-    # Outputs named after an original tensor (NCHWc): guesses, kept only when validated.
-    # Two guesses: the named tensor as is, or extended through the Add/activation chain
-    # that the NCHWc transformer folds into a Conv after naming it.
-    named: dict[str, str] = {}
-    extended: dict[str, str] = {}
-    for node, name in zip(pnodes, pnames, strict=True):
-        m = _NCHWC_NAME.match(name)
+    # Guessed output tensors, kept only when validated: what an NCHWc node was named after
+    # (followed through the Add and activation an NCHWc Conv folded in after its naming),
+    # or the outputs of the original node a node keeps the name and op type of.
+    guess: dict[str, str] = {}
+    for i, (node, name) in enumerate(zip(pnodes, pnames, strict=True)):
         out = node.output[0] if node.output else ""
-        if m and out and out not in alias and m.group(1) in orig.producer:
-            named[out] = m.group(1)
-            is_conv = node.op_type == "Conv"
-            extended[out] = orig.fused_tail(m.group(1)) if is_conv else m.group(1)
+        m = _NCHWC_NAME.match(name)
+        if m and out and out not in alias:
+            base = m.group(1)
+            bases = [base, base[: -len("_bn")]] if base.endswith("_bn") else [base]
+            named = next((b for b in bases if b in orig.producer), None)
+            if named is not None and _is_nchwc_conv(node):
+                named = orig.nchwc_conv_output(named, _has_sum_input(node), _activation(node))
+            if named is not None:
+                guess[out] = named
+            continue
+        j = same_node(i)
+        if j is not None:
+            for t, ot in zip(node.output, orig_nodes[j].output, strict=False):
+                if t and ot and t not in alias:
+                    guess[t] = ot
 
     # 2. Group nodes linked by tensors unknown to the original graph.
     parent = list(range(len(pnodes)))
@@ -709,38 +812,36 @@ def _map(
     for i in range(len(pnodes)):
         groups.setdefault(find(i), []).append(i)
 
-    def node_claim(i: int, guess: Mapping[str, str]) -> set[int] | None:
+    def known(t: str) -> str | None:
+        return alias.get(t) or guess.get(t)
+
+    def node_claim(i: int) -> set[int] | None:
         node = pnodes[i]
         outs = [t for t in node.output if t]
         needed = [t for t in outs if t in consumed or t in p_graph_outputs]
-        mapped = [alias.get(t) or guess.get(t) for t in outs]
-        if not any(mapped) or any(not (alias.get(t) or guess.get(t)) for t in needed):
+        mapped = [known(t) for t in outs]
+        if not any(mapped) or any(not known(t) for t in needed):
             return None
-        stops = {alias.get(t) or guess.get(t) or "" for t in node.input if t} - {""}
+        if _is_nchwc_conv(node) and mapped[0]:
+            # What the node computes last must be its activation, and only then one.
+            op = orig.producer_op(mapped[0])
+            act = _activation(node)
+            if (op != act) if act is not None else (op in _ACTIVATION_OPS):
+                return None
+        stops = {known(t) or "" for t in node.input if t} - {""}
         return orig.walk((k for k in mapped if k), stops)
 
-    def group_claims(
-        compute: list[int], region: set[int], guess: Mapping[str, str]
-    ) -> dict[int, set[int]] | None:
+    def group_claims(compute: list[int], region: set[int]) -> dict[int, set[int]] | None:
         """Per-node claims if they partition ``region`` exactly, else None."""
         result: dict[int, set[int]] = {}
         union: set[int] = set()
         for i in compute:
-            c = node_claim(i, guess)
+            c = node_claim(i)
             if c is None or union & c:
                 return None
             union |= c
             result[i] = c
         return result if union == region else None
-
-    orig_by_name = {name: i for i, name in enumerate(orig.names)}
-    orig_nodes = orig.graph.node
-
-    def same_node(i: int) -> int | None:
-        """The original node an optimized node keeps the name and op type of."""
-        node = pnodes[i]
-        j = orig_by_name.get(node.name) if node.name else None
-        return j if j is not None and orig_nodes[j].op_type == node.op_type else None
 
     def sole_worker(compute: list[int], region: set[int]) -> dict[int, set[int]] | None:
         """The whole region for the one node of the group that is not a mere reshape."""
@@ -752,10 +853,61 @@ def _map(
         result[workers[0]] = region - set(kept.values())
         return result
 
+    def fits_op(i: int, claim: set[int]) -> bool:
+        """Whether the original nodes of ``claim`` are what node ``i``'s op computes."""
+        node = pnodes[i]
+        ops = [orig_nodes[j].op_type for j in claim]
+        if not _is_nchwc_conv(node):
+            wanted = {node.op_type}
+            if node.domain == _NCHWC_DOMAIN and node.op_type == "Upsample":
+                wanted = {"Upsample", "Resize"}
+            elif node.op_type == "ReorderOutput" and not layout[i]:
+                wanted = {"Transpose"}
+            return len(ops) == 1 and ops[0] in wanted
+        convs = ops.count("Conv")
+        if convs != 1 and not (convs == 0 and ops.count("BatchNormalization") == 1):
+            return False
+        allowed = _CONV_FOLDED_OPS | _ACTIVATION_OPS | _PASS_THROUGH_OPS | {"Conv"}
+        if any(op not in allowed for op in ops):
+            return False
+        sums = sum(
+            1
+            for j in claim
+            if orig_nodes[j].op_type in _SUM_OPS and orig.sum_inputs(orig_nodes[j]) >= 2
+        )
+        return sums == (1 if _has_sum_input(node) else 0)
+
+    def lone_claim(i: int, region: set[int]) -> set[int] | None:
+        """Node ``i``'s claim when the node alone shows it whole (rule 3, last part)."""
+        node = pnodes[i]
+        sources = [known(t) for t in node.input if t and t not in p_consts]
+        if not all(sources):
+            return None
+        c = node_claim(i)
+        if not c or not c <= region:
+            return None
+        made = {t for j in c for t in orig_nodes[j].output if t}
+        used = {t for j in c for t in orig_nodes[j].input if t} - made
+        if not {s for s in sources if s} <= used:
+            return None  # an input it has is not one it needs
+        results = {k for t in node.output if t and (k := known(t))}
+        for t in made - results:
+            if t in orig.outputs or any(k not in c for k in orig.consumers.get(t, [])):
+                return None  # something it computes inside is used outside it
+        return c if fits_op(i, c) else None
+
+    def lone_claims(compute: list[int], region: set[int]) -> dict[int, set[int]]:
+        found = {i: c for i in compute if (c := lone_claim(i, region)) is not None}
+        count: dict[int, int] = {}
+        for c in found.values():
+            for j in c:
+                count[j] = count.get(j, 0) + 1
+        return {i: c for i, c in found.items() if all(count[j] == 1 for j in c)}
+
     claims: dict[int, set[int]] = {}
     uncertain: set[int] = set()
     for members in groups.values():
-        compute = [i for i in members if pnodes[i].op_type not in _VALUE_PRESERVING_OPS]
+        compute = [i for i in members if not layout[i]]
         if not compute:
             continue
         group_out = {alias[t] for i in members for t in pnodes[i].output if t in alias}
@@ -763,22 +915,23 @@ def _map(
         region = orig.walk(group_out, group_in)
         found = None
         if region is not None:
-            found = group_claims(compute, region, extended) or group_claims(compute, region, named)
-        if found is None and region is not None:
-            found = sole_worker(compute, region)
+            found = group_claims(compute, region) or sole_worker(compute, region)
         if found is not None:
             claims.update(found)
-        else:
-            guessed = {named[t] for i in members for t in pnodes[i].output if t in named}
-            uncertain |= orig.walk(group_out | guessed, group_in, strict=False) or set()
+            continue
+        if region is not None:
+            claims.update(lone_claims(compute, region))
+        guessed = {guess[t] for i in members for t in pnodes[i].output if t in guess}
+        uncertain |= orig.walk(group_out | guessed, group_in, strict=False) or set()
 
     mapping: dict[str, list[str] | None] = {}
+    taken = {j for c in claims.values() for j in c}
     claimed: set[int] = set()
-    for i, (node, name) in enumerate(zip(pnodes, pnames, strict=True)):
+    for i, name in enumerate(pnames):
         c = claims.get(i)
-        if c is None and node.op_type not in _VALUE_PRESERVING_OPS:
+        if c is None and not layout[i]:
             j = same_node(i)
-            c = None if j is None else {j}
+            c = None if j is None or j in taken else {j}
         if c is None:
             mapping[name] = None
             continue

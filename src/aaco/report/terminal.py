@@ -15,7 +15,7 @@ from aaco.report.base import Renderer
 from aaco.report.model import build_report
 from aaco.session.bundle import Session
 
-BAR_WIDTH = 20
+BAR_WIDTH = 16
 
 
 def fmt_ms(v: float | None) -> str:
@@ -37,6 +37,15 @@ def fmt_bytes(v: float | None) -> str:
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024
     return f"{v:.1f} TiB"
+
+
+def display_name(node: str, originals: list[str] | None) -> str:
+    """A fused or renamed node (``/relu/Relu_output_0_nchwc``) is shown by the first original
+    node it stands for, with the count of the others folded into it."""
+    if not originals or originals == [node]:
+        return node
+    extra = f" +{len(originals) - 1}" if len(originals) > 1 else ""
+    return f"{originals[0]}{extra}"
 
 
 def bar(pct: float, width: int = BAR_WIDTH) -> str:
@@ -133,20 +142,20 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
         show_edge=False,
         pad_edge=False,
     )
-    t.add_column("node")
+    t.add_column("node (original name, +N fused)", no_wrap=True)
     t.add_column("op type")
     t.add_column("ms/iter", justify="right")
     t.add_column("share", justify="right")
     t.add_column("", no_wrap=True)
-    t.add_column("calls/iter", justify="right")
+    t.add_column("calls", justify="right")
     # Bars are scaled to the largest share so that flat profiles (50 convs at 2 % each)
     # still show their shape.
     top_pct = max((op["pct"] for op in top), default=0.0) or 1.0
     for op in top:
         calls = op["calls"] / n_iter if n_iter else op["calls"]
-        name = op["name"]
-        if len(name) > 48:
-            name = "…" + name[-47:]
+        name = display_name(op["name"], op.get("original_nodes"))
+        if len(name) > 52:
+            name = "…" + name[-51:]
         t.add_row(
             escape(name),
             escape(op["op_type"] or "?"),
