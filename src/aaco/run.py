@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import traceback
@@ -77,7 +78,7 @@ class ResolvedModel:
 def resolve_model(spec: str, registry: Registry) -> ResolvedModel:
     """A registry name or a path to an ONNX file; builds built-in models on first use."""
     p = Path(spec).expanduser()
-    looks_like_path = spec.endswith(".onnx") or "/" in spec or p.exists()
+    looks_like_path = spec.endswith(".onnx") or "/" in spec or p.is_file()
     if looks_like_path and spec not in registry.models:
         if not p.exists():
             raise InputError(f"model file not found: {spec}")
@@ -131,13 +132,15 @@ def run_model(opts: RunOptions) -> Session:
         raise UsageError(f"--threads must be >= 0 (0 = onnxruntime default), got {opts.threads}")
     if opts.telemetry and opts.sample_hz <= 0:
         raise UsageError(f"--sample-hz must be > 0, got {opts.sample_hz:g}")
+    if opts.timeout_s is not None and opts.timeout_s <= 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {opts.timeout_s:g}")
     if opts.profile and opts.profile_iterations < 1:
         raise UsageError("--profile-iterations must be >= 1")
 
     registry = load_registry(opts.config_dir)
     backend = registry.backend(opts.backend)
     available, fallbacks = check_provider(backend)
-    backend = BackendEntry(**{**backend.__dict__, "fallback_providers": tuple(fallbacks)})
+    backend = dataclasses.replace(backend, fallback_providers=tuple(fallbacks))
     model = resolve_model(opts.model, registry)
 
     from aaco.analysis.graph import load_model_proto
