@@ -51,7 +51,7 @@ def test_batch_overrides_registry_leading_dim(tmp_path: Path) -> None:
 
 
 def test_user_registry_entry_with_path(tmp_path: Path) -> None:
-    from tests.conftest import make_matmul_chain
+    from tests.onnx_models import make_matmul_chain
 
     cfg = tmp_path / "configs"
     cfg.mkdir()

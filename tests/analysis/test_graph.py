@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,17 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tests.onnx_models import (
+    IR_VERSION,
+    OPSET,
+    const,
+    conv_chain,
+    f32,
+    gelu_mlp,
+    make_model,
+    unnamed_chain,
+    vi,
+)
 
 from aaco.analysis.graph import (
     GraphInfo,
@@ -26,96 +37,10 @@ from aaco.analysis.graph import (
 from aaco.errors import InputError, UsageError
 from aaco.session.schema import GRAPH_EDGES, GRAPH_NODES
 
-OPSET = [helper.make_opsetid("", 17)]
-IR_VERSION = 10  # ORT wheels reject the IR version onnx 1.23 writes by default
-
 Level = ort.GraphOptimizationLevel
 
 
 # --------------------------------------------------------------------------- models
-
-
-def _f32(name: str, shape: list[int], seed: int = 0) -> TensorProto:
-    rng = np.random.default_rng(seed)
-    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
-
-
-def _const(name: str, value: Any, dtype: Any = np.float32) -> TensorProto:
-    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    inputs: list[onnx.ValueInfoProto],
-    outputs: list[onnx.ValueInfoProto],
-    inits: Sequence[TensorProto] = (),
-    name: str = "g",
-) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=OPSET, ir_version=IR_VERSION)
-    onnx.checker.check_model(model)
-    return model
-
-
-def _vi(name: str, dtype: int, shape: list[int | str] | None) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, dtype, shape)
-
-
-def conv_chain() -> onnx.ModelProto:
-    """Conv -> BatchNormalization -> Relu -> Conv -> Add(residual): ORT fuses the first three."""
-    var = numpy_helper.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "v")
-    nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"], name="bn1"),
-        helper.make_node("Relu", ["bn"], ["r"], name="relu1"),
-        helper.make_node("Conv", ["r", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r"], ["y"], name="add1"),
-    ]
-    inits = [
-        _f32("w1", [8, 3, 3, 3], 1),
-        _f32("b1", [8], 2),
-        _f32("s", [8], 3),
-        _f32("bb", [8], 4),
-        _f32("m", [8], 5),
-        var,
-        _f32("w2", [8, 8, 3, 3], 6),
-        _f32("b2", [8], 7),
-    ]
-    return _model(
-        nodes,
-        [_vi("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [_vi("y", TensorProto.FLOAT, ["N", 8, 16, 16])],
-        inits,
-    )
-
-
-def gelu_mlp() -> onnx.ModelProto:
-    """MatMul -> Add -> erf-GELU -> Identity -> MatMul; ORT makes Add+GELU one BiasGelu."""
-    nodes = [
-        helper.make_node("MatMul", ["x", "W"], ["mm"], name="mm"),
-        helper.make_node("Add", ["mm", "B"], ["a"], name="bias"),
-        helper.make_node("Div", ["a", "sqrt2"], ["d"], name="div"),
-        helper.make_node("Erf", ["d"], ["e"], name="erf"),
-        helper.make_node("Add", ["e", "one"], ["e1"], name="add1"),
-        helper.make_node("Mul", ["a", "e1"], ["m"], name="mul"),
-        helper.make_node("Mul", ["m", "half"], ["g"], name="mulhalf"),
-        helper.make_node("Identity", ["g"], ["gi"], name="ident"),
-        helper.make_node("MatMul", ["gi", "W2"], ["y"], name="mm2"),
-    ]
-    inits = [
-        _f32("W", [16, 32], 1),
-        _f32("B", [32], 2),
-        _const("sqrt2", np.sqrt(2.0)),
-        _const("one", 1.0),
-        _const("half", 0.5),
-        _f32("W2", [32, 16], 3),
-    ]
-    return _model(
-        nodes,
-        [_vi("x", TensorProto.FLOAT, ["batch", 8, 16])],
-        [_vi("y", TensorProto.FLOAT, ["batch", 8, 16])],
-        inits,
-    )
 
 
 def resnet_blocks() -> onnx.ModelProto:
@@ -124,7 +49,7 @@ def resnet_blocks() -> onnx.ModelProto:
         helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
     ]
-    inits = [_f32("w0", [16, 3, 3, 3], 1), _f32("b0", [16], 2)]
+    inits = [f32("w0", [16, 3, 3, 3], 1), f32("b0", [16], 2)]
     prev = "r0"
     for b in range(2):
         nodes += [
@@ -139,10 +64,10 @@ def resnet_blocks() -> onnx.ModelProto:
             helper.make_node("Relu", [f"s{b}"], [f"o{b}"], name=f"b{b}_relu"),
         ]
         inits += [
-            _f32(f"wa{b}", [16, 16, 3, 3], 10 + b),
-            _f32(f"ba{b}", [16], 20 + b),
-            _f32(f"wb{b}", [16, 16, 3, 3], 30 + b),
-            _f32(f"bb{b}", [16], 40 + b),
+            f32(f"wa{b}", [16, 16, 3, 3], 10 + b),
+            f32(f"ba{b}", [16], 20 + b),
+            f32(f"wb{b}", [16, 16, 3, 3], 30 + b),
+            f32(f"bb{b}", [16], 40 + b),
         ]
         prev = f"o{b}"
     nodes += [
@@ -150,11 +75,11 @@ def resnet_blocks() -> onnx.ModelProto:
         helper.make_node("Flatten", ["gap"], ["fl"], name="flat"),
         helper.make_node("Gemm", ["fl", "wf", "bf"], ["y"], name="fc", transB=1),
     ]
-    inits += [_f32("wf", [10, 16], 50), _f32("bf", [10], 51)]
-    return _model(
+    inits += [f32("wf", [10, 16], 50), f32("bf", [10], 51)]
+    return make_model(
         nodes,
-        [_vi("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [_vi("y", TensorProto.FLOAT, ["N", 10])],
+        [vi("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [vi("y", TensorProto.FLOAT, ["N", 10])],
         inits,
     )
 
@@ -180,10 +105,10 @@ def torchvision_resnet() -> onnx.ModelProto:
         cout, cin, k = shape
         prefix = path.split("/")[-1] + "." if path else ""  # /layer1/layer1.0 -> layer1.0.
         cw, bw = (prefix + conv.split("/")[-1], prefix + bn.split("/")[-1])
-        inits.append(_f32(f"{cw}.weight", [cout, cin, k, k], len(inits)))
+        inits.append(f32(f"{cw}.weight", [cout, cin, k, k], len(inits)))
         for stat in ("weight", "bias", "running_mean"):
-            inits.append(_f32(f"{bw}.{stat}", [cout], len(inits)))
-        inits.append(_const(f"{bw}.running_var", np.linspace(0.5, 1.5, cout)))
+            inits.append(f32(f"{bw}.{stat}", [cout], len(inits)))
+        inits.append(const(f"{bw}.running_var", np.linspace(0.5, 1.5, cout)))
         pads, strides = [k // 2] * 4, [stride, stride]
         c = op("Conv", f"{path}/{conv}/Conv", [x, f"{cw}.weight"], pads=pads, strides=strides)
         stats = [f"{bw}.{s}" for s in ("weight", "bias", "running_mean", "running_var")]
@@ -202,14 +127,14 @@ def torchvision_resnet() -> onnx.ModelProto:
             x = conv_bn(x, path, *ds, [64, cin, 1], stride)
         x = op("Relu", f"{path}/relu/Relu_2", [op("Add", f"{path}/Add", [h, x])])
     x = op("Flatten", "/Flatten", [op("GlobalAveragePool", "/avgpool/GlobalAveragePool", [x])])
-    inits += [_f32("fc.weight", [10, 64], 90), _f32("fc.bias", [10], 91)]
+    inits += [f32("fc.weight", [10, 64], 90), f32("fc.bias", [10], 91)]
     nodes.append(
         helper.make_node("Gemm", [x, "fc.weight", "fc.bias"], ["output"], name="/fc/Gemm", transB=1)
     )
-    return _model(
+    return make_model(
         nodes,
-        [_vi("input", TensorProto.FLOAT, ["batch", 3, 32, 32])],
-        [_vi("output", TensorProto.FLOAT, ["batch", 10])],
+        [vi("input", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+        [vi("output", TensorProto.FLOAT, ["batch", 10])],
         inits,
     )
 
@@ -237,34 +162,21 @@ def layer_norm_block() -> onnx.ModelProto:
         helper.make_node("Reshape", ["ln", "newshape"], ["y"], name="reshape"),
     ]
     inits = [
-        _f32("W", [32, 32], 1),
-        _f32("B", [32], 2),
-        _const("two", 2.0),
-        _const("eps", 1e-5),
-        _const("gamma", np.ones(32)),
-        _const("beta", np.zeros(32)),
-        _const("zero", 0, np.int64),
-        _const("ax0", [0], np.int64),
-        _const("minus1", [-1], np.int64),
+        f32("W", [32, 32], 1),
+        f32("B", [32], 2),
+        const("two", 2.0),
+        const("eps", 1e-5),
+        const("gamma", np.ones(32)),
+        const("beta", np.zeros(32)),
+        const("zero", 0, np.int64),
+        const("ax0", [0], np.int64),
+        const("minus1", [-1], np.int64),
     ]
-    return _model(
+    return make_model(
         nodes,
-        [_vi("x", TensorProto.FLOAT, [2, 8, 32])],
-        [_vi("y", TensorProto.FLOAT, [2, 256])],
+        [vi("x", TensorProto.FLOAT, [2, 8, 32])],
+        [vi("y", TensorProto.FLOAT, [2, 256])],
         inits,
-    )
-
-
-def unnamed_chain() -> onnx.ModelProto:
-    """Relu -> Neg -> Identity -> Abs, no node names; ORT drops the Identity."""
-    nodes = [
-        helper.make_node("Relu", ["x"], ["a"]),
-        helper.make_node("Neg", ["a"], ["b"]),
-        helper.make_node("Identity", ["b"], ["c"]),
-        helper.make_node("Abs", ["c"], ["y"]),
-    ]
-    return _model(
-        nodes, [_vi("x", TensorProto.FLOAT, [2, 3])], [_vi("y", TensorProto.FLOAT, [2, 3])]
     )
 
 
@@ -375,14 +287,14 @@ def test_tables_follow_the_declared_schemas() -> None:
 
 
 def test_edge_bytes_are_known_by_construction() -> None:
-    model = _model(
+    model = make_model(
         [
             helper.make_node("Relu", ["x"], ["r"], name="relu"),
             helper.make_node("Add", ["r", "bias"], ["y"], name="add"),
         ],
-        [_vi("x", TensorProto.FLOAT, [2, 3, 4])],
-        [_vi("y", TensorProto.FLOAT, [2, 3, 4])],
-        [_f32("bias", [4])],
+        [vi("x", TensorProto.FLOAT, [2, 3, 4])],
+        [vi("y", TensorProto.FLOAT, [2, 3, 4])],
+        [f32("bias", [4])],
     )
     info = extract_graph(model)
     x = _edge(info, "x", "relu")
@@ -398,10 +310,10 @@ def test_edge_bytes_are_known_by_construction() -> None:
 
 
 def test_parameter_counts_by_construction() -> None:
-    model = _model(
+    model = make_model(
         [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
-        [_vi("x", TensorProto.FLOAT16, [4, 10])],
-        [_vi("y", TensorProto.FLOAT16, [4, 5])],
+        [vi("x", TensorProto.FLOAT16, [4, 10])],
+        [vi("y", TensorProto.FLOAT16, [4, 5])],
         [
             numpy_helper.from_array(np.zeros((5, 10), np.float16), "w"),
             numpy_helper.from_array(np.zeros(5, np.float16), "b"),
@@ -450,14 +362,14 @@ def test_bad_input_shapes_are_usage_errors() -> None:
 
 
 def test_int64_input_and_gather() -> None:
-    model = _model(
+    model = make_model(
         [
             helper.make_node("Gather", ["table", "ids"], ["emb"], name="lookup", axis=0),
             helper.make_node("ReduceSum", ["emb", "axis"], ["y"], name="sum", keepdims=0),
         ],
-        [_vi("ids", TensorProto.INT64, ["batch", "seq"])],
-        [_vi("y", TensorProto.FLOAT, ["batch", 4])],
-        [_f32("table", [100, 4]), _const("axis", [1], np.int64)],
+        [vi("ids", TensorProto.INT64, ["batch", "seq"])],
+        [vi("y", TensorProto.FLOAT, ["batch", 4])],
+        [f32("table", [100, 4]), const("axis", [1], np.int64)],
     )
     info = extract_graph(model, {"ids": [3, 7]})
     ids = _edge(info, "ids", "lookup")
@@ -474,13 +386,13 @@ def test_attribute_summary_elides_tensors_and_graphs() -> None:
         [helper.make_node("Identity", ["y0"], ["t"])],
         "then",
         [],
-        [_vi("t", TensorProto.FLOAT, [2])],
+        [vi("t", TensorProto.FLOAT, [2])],
     )
     else_graph = helper.make_graph(
-        [helper.make_node("Neg", ["y0"], ["e"])], "else", [], [_vi("e", TensorProto.FLOAT, [2])]
+        [helper.make_node("Neg", ["y0"], ["e"])], "else", [], [vi("e", TensorProto.FLOAT, [2])]
     )
     nodes = [
-        helper.make_node("Constant", [], ["k"], name="k", value=_const("kv", np.ones((2, 2)))),
+        helper.make_node("Constant", [], ["k"], name="k", value=const("kv", np.ones((2, 2)))),
         helper.make_node("MatMul", ["x", "k"], ["mm"], name="mm"),
         helper.make_node("LeakyRelu", ["mm"], ["lr"], name="lrelu", alpha=0.1),
         helper.make_node("Pad", ["lr", "pads"], ["p"], name="pad", mode="reflect"),
@@ -489,11 +401,11 @@ def test_attribute_summary_elides_tensors_and_graphs() -> None:
             "If", ["cond"], ["y"], name="branch", then_branch=then_graph, else_branch=else_graph
         ),
     ]
-    model = _model(
+    model = make_model(
         nodes,
-        [_vi("x", TensorProto.FLOAT, [2, 2]), _vi("cond", TensorProto.BOOL, [])],
-        [_vi("y", TensorProto.FLOAT, [2])],
-        [_const("pads", [0, 0, 0, 0], np.int64)],
+        [vi("x", TensorProto.FLOAT, [2, 2]), vi("cond", TensorProto.BOOL, [])],
+        [vi("y", TensorProto.FLOAT, [2])],
+        [const("pads", [0, 0, 0, 0], np.int64)],
     )
     attrs = {r["node_name"]: json.loads(r["attributes"]) for r in _rows(extract_graph(model).nodes)}
     assert attrs["k"] == {"value": "<tensor float[2,2]>"}
@@ -524,8 +436,8 @@ def test_failed_shape_inference_is_recorded_not_raised() -> None:
                 helper.make_node("Add", ["ra", "b"], ["y"], name="add"),
             ],
             "bad",
-            [_vi("a", TensorProto.FLOAT, [2, 3]), _vi("b", TensorProto.FLOAT, [4, 5])],
-            [_vi("y", TensorProto.FLOAT, None)],
+            [vi("a", TensorProto.FLOAT, [2, 3]), vi("b", TensorProto.FLOAT, [4, 5])],
+            [vi("y", TensorProto.FLOAT, None)],
         ),
         opset_imports=OPSET,
         ir_version=IR_VERSION,
@@ -538,10 +450,10 @@ def test_failed_shape_inference_is_recorded_not_raised() -> None:
 
 
 def test_unused_graph_input_still_has_an_edge() -> None:
-    model = _model(
+    model = make_model(
         [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        [_vi("x", TensorProto.FLOAT, [2]), _vi("unused", TensorProto.INT32, [5])],
-        [_vi("y", TensorProto.FLOAT, [2])],
+        [vi("x", TensorProto.FLOAT, [2]), vi("unused", TensorProto.INT32, [5])],
+        [vi("y", TensorProto.FLOAT, [2])],
     )
     row = _edge(extract_graph(model), "unused", None)
     assert (row["kind"], row["producer"], row["bytes"]) == ("graph_input", None, 20)
@@ -791,15 +703,15 @@ def test_unnamed_nodes_keep_their_names_in_the_optimized_graph(
 
 
 def _chain_original() -> onnx.ModelProto:
-    return _model(
+    return make_model(
         [
             helper.make_node("Relu", ["x"], ["a"], name="relu"),
             helper.make_node("Neg", ["a"], ["b"], name="neg"),
             helper.make_node("Abs", ["b"], ["c"], name="abs"),
             helper.make_node("Add", ["c", "z"], ["y"], name="add"),
         ],
-        [_vi("x", TensorProto.FLOAT, [4]), _vi("z", TensorProto.FLOAT, [4])],
-        [_vi("y", TensorProto.FLOAT, [4])],
+        [vi("x", TensorProto.FLOAT, [4]), vi("z", TensorProto.FLOAT, [4])],
+        [vi("y", TensorProto.FLOAT, [4])],
     )
 
 
@@ -807,8 +719,8 @@ def _rewritten(nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "opt",
-        [_vi("x", TensorProto.FLOAT, [4]), _vi("z", TensorProto.FLOAT, [4])],
-        [_vi("y", TensorProto.FLOAT, [4])],
+        [vi("x", TensorProto.FLOAT, [4]), vi("z", TensorProto.FLOAT, [4])],
+        [vi("y", TensorProto.FLOAT, [4])],
     )
     return helper.make_model(
         graph,

@@ -17,7 +17,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 from onnx import TensorProto, helper
-from tests.conftest import make_matmul_chain
+from tests.onnx_models import make_matmul_chain
 
 from aaco.session.bundle import Session, iter_sessions
 
@@ -326,33 +326,35 @@ def test_timeout_is_recorded(tmp_path: Path) -> None:
     assert s.system_events() is not None  # telemetry up to the kill is kept
 
 
-def test_worker_killed_is_recorded(tmp_path: Path) -> None:
-    root = tmp_path / "s"
-    env = dict(os.environ, NO_COLOR="1")
+def _start_long_run(root: Path) -> tuple[subprocess.Popen[str], psutil.Process]:
+    """Start a 60 s run and return it with its worker, once the worker is measuring."""
     proc = subprocess.Popen(
         [AACO, "run", "--model", "mlp", "--duration", "60", "-o", str(root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=dict(os.environ, NO_COLOR="1"),
     )
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 30
-    worker = None
-    while time.time() < deadline and worker is None:
+    while time.time() < deadline:
         kids = [c for c in parent.children() if "aaco.runners.ort" in " ".join(c.cmdline())]
-        if kids and (root.exists() and any(root.rglob("worker_progress.jsonl"))):
-            progress = next(root.rglob("worker_progress.jsonl")).read_text()
-            if '"measure"' in progress:
-                worker = kids[0]
+        progress = list(root.rglob("worker_progress.jsonl")) if root.exists() else []
+        if kids and progress and '"measure"' in progress[0].read_text():
+            return proc, kids[0]
         time.sleep(0.1)
-    assert worker is not None, "worker never reached the measured phase"
+    proc.kill()
+    raise AssertionError("the worker never reached the measured phase")
+
+
+def test_worker_killed_is_recorded(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    proc, worker = _start_long_run(root)
     os.kill(worker.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "killed by SIGKILL during stage 'measure'" in err
-    s = Session.load(root / "latest")
-    assert s.status == "failed"
+    assert Session.load(root / "latest").status == "failed"
 
 
 def test_report_on_a_path_that_is_not_a_bundle(tmp_path: Path) -> None:
@@ -378,27 +380,11 @@ def test_parameters_of_the_built_bundle_are_readable_with_pyarrow(
 
 def test_sigterm_publishes_a_failed_bundle_and_kills_the_worker(tmp_path: Path) -> None:
     root = tmp_path / "s"
-    env = dict(os.environ, NO_COLOR="1")
-    proc = subprocess.Popen(
-        [AACO, "run", "--model", "mlp", "--duration", "60", "-o", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        progress = list(root.rglob("worker_progress.jsonl")) if root.exists() else []
-        if progress and '"measure"' in progress[0].read_text():
-            break
-        time.sleep(0.1)
-    worker_pids = [c.pid for c in psutil.Process(proc.pid).children()]
+    proc, worker = _start_long_run(root)
     proc.terminate()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
     s = Session.load(root / "latest")
     assert s.status == "failed" and "interrupted" in (s.error or {}).get("message", "")
     time.sleep(0.5)
-    assert not any(
-        psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in worker_pids
-    )
+    assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE

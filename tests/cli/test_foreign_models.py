@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 from tests.cli.test_cli import aaco
-from tests.conftest import make_matmul_chain
+from tests.onnx_models import make_matmul_chain
 
 from aaco.session.bundle import Session
 

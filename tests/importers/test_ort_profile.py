@@ -12,6 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from tests.onnx_models import conv_chain, f32, gelu_mlp, make_model, unnamed_chain, vi
 
 from aaco.analysis.graph import load_model_proto, map_optimized_to_original, node_names
 from aaco.errors import InputError
@@ -363,98 +364,18 @@ def test_truncated_profiles_are_reported(tmp_path: Path, layout: str) -> None:
 # --------------------------------------------------------------------------- real ORT
 
 
-def _vi(name: str, dtype: int, shape: list[int | str]) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, dtype, shape)
-
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    inputs: list[onnx.ValueInfoProto],
-    outputs: list[onnx.ValueInfoProto],
-    inits: Sequence[TensorProto] = (),
-) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    onnx.checker.check_model(model)
-    return model
-
-
-def _f32(name: str, shape: list[int], seed: int) -> TensorProto:
-    data = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    return numpy_helper.from_array(data, name)
-
-
-def conv_chain() -> onnx.ModelProto:
-    """Conv -> BatchNormalization -> Relu -> Conv -> Add(residual): ORT fuses the first three."""
-    nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("BatchNormalization", ["c1", "s", "bb", "m", "v"], ["bn"], name="bn1"),
-        helper.make_node("Relu", ["bn"], ["r"], name="relu1"),
-        helper.make_node("Conv", ["r", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r"], ["y"], name="add1"),
-    ]
-    var = numpy_helper.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "v")
-    inits = [_f32("w1", [8, 3, 3, 3], 1), _f32("b1", [8], 2), _f32("s", [8], 3)]
-    inits += [_f32("bb", [8], 4), _f32("m", [8], 5), var, _f32("w2", [8, 8, 3, 3], 6)]
-    inits += [_f32("b2", [8], 7)]
-    return _model(
-        nodes,
-        [_vi("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [_vi("y", TensorProto.FLOAT, ["N", 8, 16, 16])],
-        inits,
-    )
-
-
-def gelu_mlp() -> onnx.ModelProto:
-    """MatMul -> Add -> erf-GELU -> MatMul; ORT turns Add+GELU into one BiasGelu."""
-
-    def const(name: str, value: float) -> TensorProto:
-        return numpy_helper.from_array(np.asarray(value, np.float32), name)
-
-    nodes = [
-        helper.make_node("MatMul", ["x", "W"], ["mm"], name="mm"),
-        helper.make_node("Add", ["mm", "B"], ["a"], name="bias"),
-        helper.make_node("Div", ["a", "sqrt2"], ["d"], name="div"),
-        helper.make_node("Erf", ["d"], ["e"], name="erf"),
-        helper.make_node("Add", ["e", "one"], ["e1"], name="add1"),
-        helper.make_node("Mul", ["a", "e1"], ["m"], name="mul"),
-        helper.make_node("Mul", ["m", "half"], ["g"], name="mulhalf"),
-        helper.make_node("MatMul", ["g", "W2"], ["y"], name="mm2"),
-    ]
-    inits = [_f32("W", [16, 32], 1), _f32("B", [32], 2), _f32("W2", [32, 16], 3)]
-    inits += [const("sqrt2", float(np.sqrt(2.0))), const("one", 1.0), const("half", 0.5)]
-    return _model(
-        nodes,
-        [_vi("x", TensorProto.FLOAT, ["batch", 8, 16])],
-        [_vi("y", TensorProto.FLOAT, ["batch", 8, 16])],
-        inits,
-    )
-
-
 def gather_model() -> onnx.ModelProto:
     """int64 token ids with symbolic batch and sequence -> Gather -> ReduceSum."""
-    table = _f32("table", [100, 4], 1)
+    table = f32("table", [100, 4], 1)
     axis = numpy_helper.from_array(np.asarray([1], np.int64), "axis")
-    return _model(
+    return make_model(
         [
             helper.make_node("Gather", ["table", "ids"], ["emb"], name="lookup", axis=0),
             helper.make_node("ReduceSum", ["emb", "axis"], ["y"], name="sum", keepdims=0),
         ],
-        [_vi("ids", TensorProto.INT64, ["batch", "seq"])],
-        [_vi("y", TensorProto.FLOAT, ["batch", 4])],
+        [vi("ids", TensorProto.INT64, ["batch", "seq"])],
+        [vi("y", TensorProto.FLOAT, ["batch", 4])],
         [table, axis],
-    )
-
-
-def unnamed_chain() -> onnx.ModelProto:
-    nodes = [
-        helper.make_node("Relu", ["x"], ["a"]),
-        helper.make_node("Neg", ["a"], ["b"]),
-        helper.make_node("Identity", ["b"], ["c"]),
-        helper.make_node("Abs", ["c"], ["y"]),
-    ]
-    return _model(
-        nodes, [_vi("x", TensorProto.FLOAT, [2, 3])], [_vi("y", TensorProto.FLOAT, [2, 3])]
     )
 
 
@@ -538,7 +459,9 @@ def test_real_profile_at_full_optimization(profiled: Callable[..., Profiled]) ->
 
 def test_real_profile_of_bias_gelu(profiled: Callable[..., Profiled]) -> None:
     feeds = {"x": np.ones((3, 8, 16), np.float32)}
-    path, original, optimized = profiled(gelu_mlp(), feeds, 3, Level.ORT_ENABLE_EXTENDED)
+    path, original, optimized = profiled(
+        gelu_mlp(identity=False), feeds, 3, Level.ORT_ENABLE_EXTENDED
+    )
     prof = parse_ort_profile(path, original_map=map_optimized_to_original(original, optimized))
     _check_runs(prof, optimized_nodes=len(optimized.graph.node), runs=3)
     gelu = next(r for r in _rows(prof.ops) if r["op_type"] == "BiasGelu")
