@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from aaco import __version__
-from aaco.errors import AacoError, InputError, RunError
+from aaco.errors import AacoError, BundleError, InputError, RunError
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -215,21 +215,30 @@ def _print_report(session: Any, fmt: str) -> None:
 @click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
 def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -> None:
     """Show a session's report in the terminal or as JSON."""
+    from aaco.report.base import Renderer
     from aaco.report.json import JsonRenderer
     from aaco.report.terminal import TerminalRenderer
     from aaco.session.bundle import Session, atomic_write_bytes
 
     path = _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
     s = Session.load(path)
-    if output is not None:
-        renderer = JsonRenderer() if fmt == "json" else TerminalRenderer(color=False)
-        try:
-            atomic_write_bytes(output, renderer.render(s).encode())
-        except OSError as exc:
-            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
-        sys.stderr.write(f"wrote {output}\n")
+    renderer: Renderer = (
+        JsonRenderer()
+        if fmt == "json"
+        else TerminalRenderer(width=_width(), color=output is None and _color())
+    )
+    try:
+        text = renderer.render(s)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise BundleError(f"{path}: malformed bundle ({type(exc).__name__}: {exc})") from exc
+    if output is None:
+        _out(text)
         return
-    _print_report(s, fmt)
+    try:
+        atomic_write_bytes(output, text.encode())
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    sys.stderr.write(f"wrote {output}\n")
 
 
 @app.command("ls")
@@ -311,7 +320,9 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: runs the app and turns errors into one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    # --debug is a global option: it counts only before the command name.
+    leading = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
+    debug = "--debug" in leading
     # A polite kill (SIGTERM) unwinds like Ctrl-C: the worker is killed and the bundle is
     # published as failed instead of being left half-built with a worker still running.
     signal.signal(signal.SIGTERM, _terminate)
@@ -339,6 +350,11 @@ def main(argv: list[str] | None = None) -> None:
         _fail("interrupted", 130)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except BrokenPipeError:
+        # `aaco ls --json | head -1`: the reader has what it wanted.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
     except Exception as exc:
         if debug:
             raise

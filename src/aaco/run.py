@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 import traceback
@@ -23,7 +24,7 @@ from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
 from aaco.errors import InputError, UsageError
 from aaco.runners.inputs import InputSpec, batch_of, resolve_inputs
 from aaco.runners.launch import LaunchOutcome, launch_worker
-from aaco.runners.spec import SPEC_FILE, RunSpec
+from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec
 from aaco.session.bundle import (
     FORMAT_VERSION,
     STATUS_COMPLETED,
@@ -114,38 +115,63 @@ def check_provider(backend: BackendEntry) -> tuple[list[str], list[str]]:
     return available, fallbacks
 
 
+MAX_SAMPLE_HZ = 1000.0
+
+
+def _positive(value: float | None, option: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{option} must be a finite number > 0, got {value:g}")
+
+
+def _validate(opts: RunOptions) -> None:
+    """Reject impossible options before anything is built or started."""
+    if opts.iterations is not None and opts.duration_s is not None:
+        raise UsageError("give --iterations or --duration, not both")
+    if opts.iterations is not None and opts.iterations < 1:
+        raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
+    _positive(opts.duration_s, "--duration")
+    _positive(opts.timeout_s, "--timeout")
+    if opts.warmup is not None and opts.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {opts.warmup}")
+    if opts.threads is not None and opts.threads < 0:
+        raise UsageError(f"--threads must be >= 0 (0 = onnxruntime default), got {opts.threads}")
+    if opts.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {opts.seed}")
+    if opts.telemetry:
+        _positive(opts.sample_hz, "--sample-hz")
+        if opts.sample_hz > MAX_SAMPLE_HZ:
+            # Past this the sampler costs more CPU than it is worth and disturbs the run.
+            raise UsageError(f"--sample-hz must be <= {MAX_SAMPLE_HZ:g}, got {opts.sample_hz:g}")
+    if opts.profile and opts.profile_iterations < 1:
+        raise UsageError("--profile-iterations must be >= 1")
+    if (
+        opts.duration_s is not None
+        and opts.timeout_s is not None
+        and opts.duration_s >= opts.timeout_s
+    ):
+        # The worker would be killed before it could hand over a single measurement.
+        raise UsageError(
+            f"--duration {opts.duration_s:g} s must be shorter than --timeout {opts.timeout_s:g} s"
+        )
+
+
 def run_model(opts: RunOptions) -> Session:
     """Measure a model and write a bundle; returns the published bundle, whatever its status.
 
     Usage errors (unknown model or backend, bad shapes, unreadable files) raise before any
     bundle exists. Once the bundle exists, a failure is recorded in it, not raised.
     """
-    if opts.iterations is not None and opts.duration_s is not None:
-        raise UsageError("give --iterations or --duration, not both")
-    if opts.iterations is not None and opts.iterations < 1:
-        raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
-    if opts.duration_s is not None and opts.duration_s <= 0:
-        raise UsageError(f"--duration must be > 0 seconds, got {opts.duration_s:g}")
-    if opts.warmup is not None and opts.warmup < 0:
-        raise UsageError(f"--warmup must be >= 0, got {opts.warmup}")
-    if opts.threads is not None and opts.threads < 0:
-        raise UsageError(f"--threads must be >= 0 (0 = onnxruntime default), got {opts.threads}")
-    if opts.telemetry and opts.sample_hz <= 0:
-        raise UsageError(f"--sample-hz must be > 0, got {opts.sample_hz:g}")
-    if opts.timeout_s is not None and opts.timeout_s <= 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {opts.timeout_s:g}")
-    if opts.profile and opts.profile_iterations < 1:
-        raise UsageError("--profile-iterations must be >= 1")
-
+    _validate(opts)
     registry = load_registry(opts.config_dir)
     backend = registry.backend(opts.backend)
     available, fallbacks = check_provider(backend)
     backend = dataclasses.replace(backend, fallback_providers=tuple(fallbacks))
     model = resolve_model(opts.model, registry)
 
-    from aaco.analysis.graph import load_model_proto
+    from aaco.analysis.graph import check_external_data, load_model_proto
 
     proto = load_model_proto(model.path)
+    check_external_data(proto, model.path)
     entry = model.entry
     inputs = resolve_inputs(
         proto,
@@ -164,7 +190,13 @@ def run_model(opts: RunOptions) -> Session:
         iterations = opts.iterations or (
             entry.iterations if entry and entry.iterations else DEFAULT_ITERATIONS
         )
-    batch = opts.batch if opts.batch is not None else batch_of(inputs)
+    if opts.batch is not None:
+        # --batch was applied (resolve_inputs refuses it otherwise); it is the items per
+        # iteration only when every input carries it as its leading dimension.
+        leading = {i.shape[0] for i in inputs if i.shape}
+        batch = opts.batch if leading == {opts.batch} else None
+    else:
+        batch = batch_of(inputs)
 
     writer = BundleWriter(opts.output)
     try:
@@ -202,7 +234,7 @@ def _base_meta(
         "run": {
             "framework": "onnxruntime",
             "batch": batch,
-            "batch_source": "--batch" if opts.batch is not None else ("inputs" if batch else None),
+            "batch_source": None if batch is None else ("--batch" if opts.batch else "inputs"),
             "inputs": [i.to_json() for i in inputs],
             "warmup": warmup,
             "iterations": iterations,
@@ -305,7 +337,7 @@ def _write_reports(session: Session, meta: dict[str, Any]) -> None:
 def _write_graph(
     writer: BundleWriter, model: ResolvedModel, proto: Any, inputs: Sequence[InputSpec]
 ) -> None:
-    from aaco.analysis.graph import extract_graph, file_sha256
+    from aaco.analysis.graph import external_data_files, extract_graph, file_sha256
 
     info = extract_graph(proto, {i.name: list(i.shape) for i in inputs}, graph_label="original")
     meta = dict(info.meta)
@@ -314,6 +346,10 @@ def _write_graph(
     meta["source"] = model.source
     meta["file_bytes"] = model.path.stat().st_size
     meta["sha256"] = file_sha256(model.path)
+    meta["external_data"] = [
+        {"file": f.name, "bytes": f.stat().st_size, "sha256": file_sha256(f)}
+        for f in external_data_files(proto, model.path)
+    ]
     if model.entry is not None and model.entry.builder is not None:
         meta["builder"] = {"name": model.entry.builder, "params": model.entry.params}
     writer.write_json("model/model_meta.json", meta)
@@ -348,6 +384,11 @@ def _add_optimized_graph(
     meta = dict(info.meta)
     meta["eliminated_original_nodes"] = eliminated_original_nodes(proto, optimized)
     meta["unmapped_nodes"] = sorted(k for k, v in mapping.items() if v is None)
+    # The optimized graph's weights are a copy of the model's (hundreds of MB for an LLM):
+    # the bundle keeps the graph and drops them once the graph is extracted.
+    weights = writer.path / "model" / OPTIMIZED_WEIGHTS
+    meta["weights_kept"] = False
+    weights.unlink(missing_ok=True)
     writer.write_json("model/optimized_meta.json", meta)
     nodes_file = writer.path / "model" / "graph_nodes.parquet"
     nodes = info.nodes
@@ -378,7 +419,11 @@ def _finish(
         else None
     )
     meta["finished_utc"] = utc_now_iso()
-    meta["worker"] = {"wall_s": outcome.wall_ns / 1e9, "returncode": outcome.returncode}
+    meta["worker"] = {
+        "wall_s": outcome.wall_ns / 1e9,
+        "returncode": outcome.returncode,
+        **(outcome.usage or {}),
+    }
     if result is not None:
         meta["phases"] = result.phases
         meta["failures"].extend(result.failures)
@@ -399,6 +444,15 @@ def _finish(
         meta["telemetry"] = outcome.telemetry_info
 
     summary: dict[str, Any] = {"status": outcome.status}
+    if outcome.usage is not None:
+        summary["worker"] = {
+            "max_rss_bytes": int(outcome.usage["max_rss_bytes"]),
+            "cpu_user_s": outcome.usage["cpu_user_s"],
+            "cpu_system_s": outcome.usage["cpu_system_s"],
+            "wall_s": outcome.wall_ns / 1e9,
+        }
+    else:
+        summary["worker"] = None
     iters_file = writer.path / "metrics" / "inference_iters.parquet"
     if iters_file.is_file():
         import pyarrow.parquet as pq

@@ -113,3 +113,22 @@ def test_coverage_uses_medians() -> None:
     assert cov["node_ms_per_iter"] == pytest.approx(11 / 3)
     assert cov["node_ms_per_iter_p50"] == pytest.approx(1.0)
     assert cov["coverage"] == pytest.approx(1.0)  # one slow profiled iteration does not count
+
+
+def test_no_operator_rows_is_unknown_coverage() -> None:
+    # a model whose only node ORT folded away: runs exist, operators do not
+    runs = ORT_RUNS.from_rows(
+        [
+            {
+                "iteration": 0,
+                "start_ns": 0,
+                "dur_ns": 5_000,
+                "node_ns": 0,
+                "node_count": 0,
+                "wall_ns": 20_000,
+            }
+        ]
+    )
+    cov = profile_coverage(OPS.empty(), runs, measured_mean_ms=0.02, measured_p50_ms=0.02)
+    assert cov["profiled_iterations"] == 0
+    assert cov["coverage"] is None and cov["coverage_same_pass"] is None

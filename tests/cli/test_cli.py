@@ -117,6 +117,13 @@ def test_run_writes_a_complete_bundle(
     assert ts == sorted(ts)
     gaps = [b - a for a, b in itertools.pairwise(ts)]
     assert all(0.05e9 < g < 0.5e9 for g in gaps[:-1]), gaps
+    # the kernel's exact peak RSS of the worker is known, and above any sampled value
+    worker = s.summary["worker"] if s.summary else None
+    assert worker and worker["max_rss_bytes"] >= max(ev.column("proc_rss_bytes").to_pylist())
+    assert worker["cpu_user_s"] > 0
+    # files are readable by others (umask), the optimized graph is kept without its weights
+    assert (b / "session.json").stat().st_mode & 0o044
+    assert not (b / "model" / "optimized.weights").exists()
     env = json.loads((b / "env.json").read_text())
     assert env["fingerprint"] and "onnxruntime" in env
 
@@ -231,6 +238,22 @@ def _not_onnx(tmp: Path) -> Path:
     return p
 
 
+def _external(tmp: Path) -> Path:
+    """A model saved with external weights, whose weights file is then lost."""
+    folder = tmp / "ext"
+    folder.mkdir()
+    m = onnx.load(str(make_matmul_chain(tmp / "ext_src.onnx", width=32)))
+    onnx.save(
+        m,
+        str(folder / "m.onnx"),
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    (folder / "weights.bin").unlink()
+    return folder / "m.onnx"
+
+
 def _rejected(tmp: Path) -> Path:
     node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")
     g = helper.make_graph(
@@ -262,6 +285,12 @@ def _rejected(tmp: Path) -> Path:
         ("unknown_dim", 2, ["input 'x': dimension 1", "--shape x="]),
         ("both_iterations_and_duration", 2, ["--iterations or --duration"]),
         ("bad_option", 2, ["No such option"]),
+        ("batch_without_effect", 2, ["--batch 8 has no effect"]),
+        ("nan_duration", 2, ["--duration must be a finite number > 0"]),
+        ("negative_seed", 2, ["--seed must be >= 0"]),
+        ("sample_rate_too_high", 2, ["--sample-hz must be <= 1000"]),
+        ("duration_over_timeout", 2, ["must be shorter than --timeout"]),
+        ("missing_external_data", 2, ["external weights file", "missing"]),
         ("unwritable_output", 2, ["cannot write sessions"]),
     ],
 )
@@ -293,6 +322,12 @@ def test_bad_input(tmp_path: Path, case: str, code: int, fragments: list[str]) -
             "1",
         ],
         "bad_option": ["--model", str(chain), "--frobnicate"],
+        "batch_without_effect": ["--model", str(chain), "--shape", "x=2x64", "--batch", "8"],
+        "nan_duration": ["--model", str(chain), "--duration", "nan"],
+        "negative_seed": ["--model", str(chain), "--seed", "-1"],
+        "sample_rate_too_high": ["--model", str(chain), "--sample-hz", "1e6"],
+        "duration_over_timeout": ["--model", str(chain), "--duration", "10", "--timeout", "5"],
+        "missing_external_data": ["--model", str(_external(tmp_path))],
         "unwritable_output": ["--model", str(chain)],
     }[case]
     out = blocker / "sessions" if case == "unwritable_output" else root
@@ -319,7 +354,7 @@ def test_model_onnxruntime_rejects_is_a_failed_bundle(tmp_path: Path) -> None:
 
 def test_timeout_is_recorded(tmp_path: Path) -> None:
     root = tmp_path / "s"
-    p = aaco("run", "--model", "mlp", "--duration", "60", "--timeout", "3", "-o", str(root))
+    p = aaco("run", "--model", "mlp", "--iterations", "10000000", "--timeout", "3", "-o", str(root))
     assert p.returncode == 1 and "timeout" in p.stderr
     s = Session.load(root / "latest")
     assert s.status == "timeout" and "3 s timeout" in (s.error or {}).get("message", "")

@@ -286,7 +286,7 @@ def test_describe_machine_is_cheap(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     t = time.perf_counter()
     info = describe_machine()
     assert time.perf_counter() - t < 1.0
-    assert set(info) == {"cpu", "memory", "gpus", "onnxruntime", "tools"}
+    assert set(info) == {"cpu", "memory", "os", "gpus", "onnxruntime", "tools"}
     assert info["gpus"] == {"devices": [], "sources": [], "errors": []}
     assert "CPUExecutionProvider" in info["onnxruntime"]["available_providers"]
     json.dumps(info)

@@ -53,8 +53,6 @@ def test_batch_fills_leading_symbolic_dim_and_registry_shapes() -> None:
     assert resolve_inputs(m)[0].shape == (1, 3, 8, 8)
     # a registry shape's leading dim yields to --batch when the model dim is symbolic
     assert resolve_inputs(m, registry_shapes={"x": [1, 3, 8, 8]}, batch=8)[0].shape == (8, 3, 8, 8)
-    # but an explicit --shape wins over --batch
-    assert resolve_inputs(m, user_shapes={"x": [2, 3, 8, 8]}, batch=8)[0].shape == (2, 3, 8, 8)
 
 
 def test_shape_errors() -> None:
@@ -136,3 +134,31 @@ def test_unsupported_dtype() -> None:
     m = _model([_vi("s", TensorProto.STRING, [1])])
     with pytest.raises(UsageError, match="STRING"):
         resolve_inputs(m)
+
+
+def test_user_shape_symbols_override_registry_shapes() -> None:
+    m = _model(
+        [
+            _vi("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            _vi("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ]
+    )
+    registry = {"input_ids": [1, 32], "attention_mask": [1, 32]}
+    specs = resolve_inputs(m, user_shapes={"input_ids": [1, 64]}, registry_shapes=registry)
+    assert [s.shape for s in specs] == [(1, 64), (1, 64)]
+    with pytest.raises(UsageError, match="inputs disagree on dimension 'sequence'"):
+        resolve_inputs(m, user_shapes={"input_ids": [1, 64], "attention_mask": [1, 32]})
+
+
+def test_batch_without_effect_is_an_error() -> None:
+    fixed = _model([_vi("x", TensorProto.FLOAT, [1, 4])])
+    with pytest.raises(UsageError, match="--batch 8 has no effect"):
+        resolve_inputs(fixed, batch=8)
+    sym = _model([_vi("x", TensorProto.FLOAT, ["N", 4])])
+    with pytest.raises(UsageError, match="--batch 8 has no effect"):
+        resolve_inputs(sym, user_shapes={"x": [2, 4]}, batch=8)
+
+
+def test_zero_size_dimension_is_a_fixed_dimension() -> None:
+    m = _model([_vi("past", TensorProto.FLOAT, [1, 2, 0, 8])])
+    assert resolve_inputs(m)[0].shape == (1, 2, 0, 8)

@@ -108,5 +108,26 @@ def test_version1_fixture_still_loads() -> None:
     s = Session.load(fixture)
     assert s.meta["format_version"] == 1
     assert s.summary is not None and s.summary["latency_ms"]["count"] > 0
-    for name in ("inference_iters", "ops", "graph_nodes", "graph_edges", "system_events"):
+    for name in (
+        "inference_iters",
+        "ops",
+        "ort_runs",
+        "graph_nodes",
+        "graph_edges",
+        "system_events",
+    ):
         assert s.table(name) is not None, name
+
+
+def test_bundle_files_honour_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        import aaco.session.bundle as bundle
+
+        target = tmp_path / "x.json"
+        mode = bundle._file_mode()
+        atomic_write_json(target, {"a": 1})
+        assert mode == 0o644
+        assert (target.stat().st_mode & 0o777) == bundle._FILE_MODE
+    finally:
+        os.umask(old)

@@ -47,6 +47,16 @@ def test_conform_casts_and_rejects() -> None:
         INFERENCE_ITERS.conform(raw.drop_columns(["end_ns"]))
 
 
+def test_conform_reads_a_missing_nullable_column_as_nulls() -> None:
+    from aaco.session.schema import ORT_RUNS
+
+    old = pa.table(
+        {"iteration": [0], "start_ns": [0], "dur_ns": [5], "node_ns": [4], "node_count": [1]}
+    )
+    t = ORT_RUNS.conform(old)
+    assert t.column("wall_ns").to_pylist() == [None]
+
+
 def test_every_table_has_units_and_docs() -> None:
     for spec in ALL_TABLES:
         assert spec.doc and spec.path.endswith(".parquet")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -127,6 +128,27 @@ def load_model_proto(path: Path) -> ModelProto:
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise InputError(f"{path}: not an ONNX model (no IR version or graph)")
     return model
+
+
+def external_data_files(model: ModelProto, model_path: Path) -> list[Path]:
+    """The external-data files the model's initializers refer to (relative to the model)."""
+    files: dict[str, Path] = {}
+    for tensor in model.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                files.setdefault(entry.value, Path(model_path).parent / entry.value)
+    return list(files.values())
+
+
+def check_external_data(model: ModelProto, model_path: Path) -> None:
+    """InputError naming the first external-data file that is missing or unreadable."""
+    for f in external_data_files(model, model_path):
+        if not f.is_file() or not os.access(f, os.R_OK):
+            raise InputError(
+                f"{model_path}: its external weights file {f.name} is missing or unreadable"
+            )
 
 
 def file_sha256(path: Path) -> str:

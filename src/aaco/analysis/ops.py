@@ -77,7 +77,7 @@ def profile_coverage(
         node_p50 = float(np.median(per_iter.to_numpy())) / 1e6
     p50 = measured_p50_ms if measured_p50_ms is not None else measured_mean_ms
     wall_p50 = same_pass = None
-    if runs is not None and runs.num_rows and runs.column("wall_ns").null_count == 0:
+    if n_iters and runs is not None and runs.num_rows and runs.column("wall_ns").null_count == 0:
         wall = runs.column("wall_ns").to_numpy().astype(np.float64)
         node = runs.column("node_ns").to_numpy().astype(np.float64)
         wall_p50 = float(np.median(wall)) / 1e6

@@ -716,7 +716,7 @@ def capture_environment(
 
 
 def describe_machine() -> dict[str, Any]:
-    """What ``aaco info`` shows: CPU, memory, GPUs, onnxruntime providers, tools.
+    """What ``aaco info`` shows: CPU, memory, OS, GPUs, onnxruntime providers, tools.
 
     Cheap: well under a second when no GPU tool is installed (the GPU tools themselves
     can take seconds, bounded by :func:`detect_gpus`' timeout).
@@ -725,6 +725,7 @@ def describe_machine() -> dict[str, Any]:
     return {
         "cpu": _cpu(),
         "memory": _memory(),
+        "os": _os(),
         "gpus": detect_gpus(),
         "onnxruntime": {
             k: ort_info[k]

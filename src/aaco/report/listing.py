@@ -34,9 +34,9 @@ def render_sessions_table(
     rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False
 ) -> str:
     t = Table(show_edge=False, pad_edge=False)
+    t.add_column("time (UTC)", no_wrap=True)
+    t.add_column("session", no_wrap=True, min_width=22)
     for col, justify in (
-        ("time (UTC)", "left"),
-        ("session", "left"),
         ("model", "left"),
         ("backend", "left"),
         ("batch", "right"),
@@ -47,11 +47,11 @@ def render_sessions_table(
     ):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for r in rows:
-        created = (r.get("created_utc") or "")[:19].replace("T", " ")
         status = r.get("status", "unknown")
         style = {"completed": "green", "failed": "red", "timeout": "red"}.get(status, "yellow")
+        created = (r.get("created_utc") or "")[:16].replace("T", " ")
         t.add_row(
-            created or "?",
+            created or "unknown",
             _s(r.get("id")),
             _s(r.get("model")),
             _s(r.get("backend")),
@@ -123,7 +123,8 @@ def render_machine(desc: dict[str, Any], width: int = 110, color: bool = False) 
         f"{fmt_bytes(mem.get('total_bytes'))} total, {fmt_bytes(mem.get('available_bytes'))} free",
     )
     osd = desc.get("os") or {}
-    t.add_row("OS", _s(" ".join(str(v) for v in (osd.get("distro"), osd.get("release")) if v)))
+    os_parts = (osd.get("distro"), osd.get("system"), osd.get("release"))
+    t.add_row("OS", _s(", ".join(str(v) for v in os_parts if v) or None))
     gpus = (desc.get("gpus") or {}).get("devices") or []
     if gpus:
         for g in gpus:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow.compute as pc
-
 from aaco.analysis.ops import op_aggregates
 from aaco.session.bundle import Session
 
@@ -42,6 +40,7 @@ def _top_ops(session: Session, n: int) -> tuple[list[dict[str, Any]], list[dict[
     by_type = [
         {
             "op_type": r["op_type"],
+            "provider": r["provider"],
             "total_ms": r["total_ns"] / 1e6,
             "ms_per_iter": r["ns_per_iter"] / 1e6,
             "pct": r["pct"],
@@ -99,12 +98,8 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         warnings.append(f"{f.get('stage')}: {f.get('error')}")
     warnings.extend(coverage_warnings(summary.get("profile") or {}))
     throughput = summary.get("throughput") or {}
-    iters = session.iters()
-    n_measured = (
-        int(pc.sum(pc.equal(iters.column("phase"), "measured")).as_py() or 0)
-        if iters is not None
-        else 0
-    )
+    lat = summary.get("latency_ms") or {}
+    run = meta.get("run") or {}
     return {
         "report_schema_version": REPORT_SCHEMA_VERSION,
         "session": {
@@ -135,7 +130,8 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
             "throughput": throughput.get("items_per_s"),
             "iterations_per_s": throughput.get("iterations_per_s"),
             "batch": throughput.get("batch"),
-            "measured_iterations": n_measured,
+            "measured_iterations": lat.get("count"),
+            "measured_wall_s": summary.get("measured_wall_s"),
             "warmup": summary.get("warmup"),
             "noise": summary.get("noise"),
             "profile": summary.get("profile"),
@@ -143,5 +139,7 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "top_ops": top,
         "top_op_types": by_type,
         "telemetry": summary.get("telemetry"),
+        "worker": summary.get("worker"),
+        "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
         "warnings": warnings,
     }

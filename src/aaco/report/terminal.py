@@ -131,10 +131,11 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
     top = r["top_ops"]
     prof = r["summary"].get("profile")
     if not top:
-        return Text(
-            "operators: no profile (run without --no-profile to see where the time went)",
-            style="dim",
-        )
+        if (r.get("requested") or {}).get("profile") is False:
+            why = "not requested (run without --no-profile to see where the time went)"
+        else:
+            why = "the profiled pass recorded no operator executions (see warnings)"
+        return Text(f"operators: {why}", style="dim")
     n_iter = prof.get("profiled_iterations") if prof else None
     t = Table(
         title=f"Top operators (profiled pass, {n_iter} iterations)",
@@ -147,7 +148,7 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
     t.add_column("ms/iter", justify="right")
     t.add_column("share", justify="right")
     t.add_column("", no_wrap=True)
-    t.add_column("calls", justify="right")
+    t.add_column("calls/it", justify="right")
     # Bars are scaled to the largest share so that flat profiles (50 convs at 2 % each)
     # still show their shape.
     top_pct = max((op["pct"] for op in top), default=0.0) or 1.0
@@ -190,16 +191,21 @@ def _coverage(r: dict[str, Any]) -> Text:
 def _telemetry(r: dict[str, Any]) -> Text:
     tel = r.get("telemetry")
     if not tel:
-        return Text("telemetry: none (run without --no-telemetry)", style="dim")
+        if (r.get("requested") or {}).get("telemetry") is False:
+            return Text("telemetry: not requested (run without --no-telemetry)", style="dim")
+        return Text("telemetry: no samples were recorded", style="dim")
 
     def num(v: float | None, fmt: str, unit: str) -> str:
         return "unknown" if v is None else format(v, fmt) + unit
 
     scope = "measured phase" if tel.get("scope") == "window" else "whole run"
+    # The kernel's exact peak (wait4) when known; the sampled maximum otherwise.
+    worker = r.get("worker") or {}
+    rss_peak = worker.get("max_rss_bytes") or tel.get("proc_rss_peak_bytes")
     return Text(
         f"telemetry  worker CPU {num(tel.get('proc_cpu_pct_mean'), '.0f', '%')}, "
         f"system CPU {num(tel.get('sys_cpu_pct_mean'), '.0f', '%')}, "
-        f"RSS peak {fmt_bytes(tel.get('proc_rss_peak_bytes'))}, "
+        f"RSS peak {fmt_bytes(rss_peak)}, "
         f"ctx switches {num(tel.get('ctx_switches_per_s'), '.0f', '/s')}, "
         f"major faults {num(tel.get('major_faults_per_s'), '.1f', '/s')}, "
         f"CPU freq {num(tel.get('cpu_freq_mhz_mean'), '.0f', ' MHz')} "

@@ -169,38 +169,44 @@ def resolve_inputs(
 
     symbols: dict[str, int] = {}
     resolved: dict[str, list[int | None]] = {}
-    for inp in inputs:
+    batch_used = False
+    # The user's --shape values go first, so the symbolic dims they fix (a longer sequence)
+    # also override the registry's shapes of the other inputs.
+    for inp in sorted(inputs, key=lambda i: i.name not in user_shapes):
         given = user_shapes.get(inp.name)
         from_registry = False
         if given is None and inp.name in registry_shapes:
             given = registry_shapes[inp.name]
             from_registry = True
         dims = inp.dims
-        if given is not None:
-            if dims is not None and len(dims) != len(given):
-                raise UsageError(
-                    f"input {inp.name!r} has rank {len(dims)} in the model but the shape given "
-                    f"has rank {len(given)}: {list(given)}"
-                )
-            shape: list[int | None] = list(given)
-            if dims is not None:
-                for axis, (want, got) in enumerate(zip(dims, given, strict=True)):
-                    if isinstance(want, int) and want > 0 and want != got:
-                        raise UsageError(
-                            f"input {inp.name!r}: dimension {axis} is fixed at {want} in the "
-                            f"model, the shape given says {got}"
-                        )
-                    if isinstance(want, str):
-                        if axis == 0 and batch is not None and from_registry:
-                            shape[0] = batch
-                        symbols.setdefault(want, int(shape[axis] or 0))
-            resolved[inp.name] = shape
-        else:
+        if given is None:
             if dims is None:
                 raise UsageError(
                     f"input {inp.name!r} has no shape in the model: give --shape {inp.name}=..."
                 )
-            resolved[inp.name] = [d if isinstance(d, int) and d > 0 else None for d in dims]
+            resolved[inp.name] = [d if isinstance(d, int) else None for d in dims]
+            continue
+        if dims is not None and len(dims) != len(given):
+            raise UsageError(
+                f"input {inp.name!r} has rank {len(dims)} in the model but the shape given "
+                f"has rank {len(given)}: {list(given)}"
+            )
+        shape: list[int | None] = list(given)
+        for axis, want in enumerate(dims or ()):
+            got = shape[axis]
+            if isinstance(want, int) and want != got:
+                raise UsageError(
+                    f"input {inp.name!r}: dimension {axis} is fixed at {want} in the "
+                    f"model, the shape given says {got}"
+                )
+            if isinstance(want, str):
+                if from_registry and want in symbols:
+                    shape[axis] = symbols[want]
+                elif from_registry and axis == 0 and batch is not None:
+                    shape[0] = batch
+                    batch_used = True
+                symbols.setdefault(want, int(shape[axis] or 0))
+        resolved[inp.name] = shape
 
     for inp in inputs:
         shape = resolved[inp.name]
@@ -213,6 +219,7 @@ def resolve_inputs(
                 shape[axis] = symbols[sym]
             elif axis == 0:
                 leading = batch if batch is not None else 1
+                batch_used = batch_used or batch is not None
                 shape[0] = leading
                 if isinstance(sym, str):
                     symbols[sym] = leading
@@ -223,6 +230,12 @@ def resolve_inputs(
                     f"input {inp.name!r}: dimension {axis}{label} is not fixed by the model; "
                     f"give --shape {inp.name}={example}"
                 )
+    if batch is not None and not batch_used:
+        raise UsageError(
+            f"--batch {batch} has no effect: no input has a symbolic leading dimension left to "
+            "fill (the model or --shape fixes them); give the shapes with --shape"
+        )
+    _check_symbols_agree(inputs, resolved)
 
     bounds = _gather_bounds(model)
     lo_default, hi_default = int_range or DEFAULT_INT_RANGE
@@ -245,6 +258,25 @@ def resolve_inputs(
         shape_final = tuple(int(d) for d in resolved[inp.name] if d is not None)
         specs.append(InputSpec(inp.name, dtype, shape_final, fill, lo, hi))
     return specs
+
+
+def _check_symbols_agree(
+    inputs: Sequence[ModelInput], resolved: Mapping[str, list[int | None]]
+) -> None:
+    """Inputs sharing a symbolic dimension (``sequence``) must agree on its value."""
+    seen: dict[str, tuple[str, int | None]] = {}
+    for inp in inputs:
+        for axis, sym in enumerate(inp.dims or ()):
+            if not isinstance(sym, str):
+                continue
+            value = resolved[inp.name][axis]
+            if sym in seen and seen[sym][1] != value:
+                other, other_value = seen[sym]
+                raise UsageError(
+                    f"inputs disagree on dimension {sym!r}: {other} has {other_value}, "
+                    f"{inp.name} has {value}; give matching --shape values"
+                )
+            seen.setdefault(sym, (inp.name, value))
 
 
 def make_array(spec: InputSpec, rng: np.random.Generator) -> np.ndarray[Any, Any]:

@@ -29,6 +29,7 @@ class LaunchOutcome:
     stage: str | None
     telemetry: pa.Table | None = None
     telemetry_info: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, float] | None = None
 
 
 def _last_stage(bundle_dir: Path) -> str | None:
@@ -63,6 +64,33 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+def _wait_with_usage(
+    proc: subprocess.Popen[bytes], timeout_s: float | None
+) -> dict[str, float] | None:
+    """Wait for the worker and return its resource usage from the kernel (``wait4``): the
+    exact peak RSS and CPU time of its whole life, which sampling cannot give."""
+    if not hasattr(os, "wait4"):
+        proc.wait(timeout=timeout_s)
+        return None
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    delay = 0.002
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            # ru_maxrss is in KiB on Linux, bytes on macOS.
+            scale = 1 if sys.platform == "darwin" else 1024
+            return {
+                "max_rss_bytes": float(ru.ru_maxrss * scale),
+                "cpu_user_s": ru.ru_utime,
+                "cpu_system_s": ru.ru_stime,
+            }
+        if deadline is not None and time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s or 0.0)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 def launch_worker(
     bundle_dir: Path,
     module: str,
@@ -91,6 +119,7 @@ def launch_worker(
         sampler = None
         telemetry_info: dict[str, Any] = {}
         timed_out = False
+        usage: dict[str, float] | None = None
         try:
             if telemetry_hz:
                 from aaco.collectors.system import SystemSampler
@@ -98,7 +127,7 @@ def launch_worker(
                 sampler = SystemSampler(proc.pid, hz=telemetry_hz)
                 sampler.__enter__()
             try:
-                proc.wait(timeout=timeout_s)
+                usage = _wait_with_usage(proc, timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill(proc)
@@ -159,4 +188,5 @@ def launch_worker(
         stage=stage,
         telemetry=table,
         telemetry_info=telemetry_info,
+        usage=usage,
     )

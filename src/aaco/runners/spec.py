@@ -15,6 +15,8 @@ PROGRESS_FILE = "runtime/worker_progress.jsonl"
 LOG_FILE = "runtime/worker.log"
 PROFILE_DIR = "profiler/ort_profile_raw"
 OPTIMIZED_MODEL = "model/optimized.onnx"
+# Initializers of the optimized graph go to this file next to it; the parent deletes it.
+OPTIMIZED_WEIGHTS = "optimized.weights"
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,16 @@ STATUS_TIMEOUT = "timeout"
 FINAL_STATUSES = (STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT)
 
 
+def _file_mode() -> int:
+    # mkstemp creates 0600 files; bundles are meant to be shared, so honour the umask instead.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,6 +70,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -91,6 +102,7 @@ def write_table(path: Path, table: pa.Table) -> None:
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -38,7 +38,8 @@ def list_sessions(root: Path) -> list[dict[str, Any]]:
     for path in iter_sessions(root):
         try:
             rows.append(session_row(Session.load(path)))
-        except BundleError as exc:
+        except (BundleError, AttributeError, TypeError, ValueError, KeyError) as exc:
+            # One malformed bundle must not hide the others.
             rows.append(
                 {"id": path.name, "path": str(path), "status": "unreadable", "error": str(exc)}
             )

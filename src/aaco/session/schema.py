@@ -72,13 +72,22 @@ class TableSpec:
         return self.schema.empty_table()
 
     def conform(self, table: pa.Table) -> pa.Table:
-        """Check a table against the declared schema and cast it to the declared types."""
+        """Check a table against the declared schema and cast it to the declared types.
+
+        A nullable column the table lacks (one added to the format after the table was
+        written) reads as nulls: unknown, which is what an older bundle knows of it.
+        """
         names = table.column_names
-        missing = [c for c in self.column_names if c not in names]
+        missing = [c.name for c in self.columns if c.name not in names and not c.nullable]
         if missing:
             raise BundleError(f"table {self.name} lacks columns {missing}")
         try:
-            cols = [table.column(c.name).cast(c.type) for c in self.columns]
+            cols = [
+                table.column(c.name).cast(c.type)
+                if c.name in names
+                else pa.nulls(table.num_rows, c.type)
+                for c in self.columns
+            ]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise BundleError(f"table {self.name} has a column of the wrong type: {exc}") from exc
         return pa.Table.from_arrays(cols, schema=self.schema)
