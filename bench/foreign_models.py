@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,33 +334,27 @@ def _export_models(cache: Path, force: bool, only: list[str]) -> None:
             notes,
         )
 
-    def resnet(path: Path, notes: list[str]) -> str:
-        model = transformers.ResNetModel(transformers.ResNetConfig()).eval()
-        x = torch.randn(1, 3, 224, 224)
-        return _torch_export(
-            ImageEncoder(model).eval(),
-            (x,),
-            path,
-            ["pixel_values"],
-            ["pooled"],
-            {"pixel_values": {0: "batch"}, "pooled": {0: "batch"}},
-            True,
-            notes,
-        )
+    def image_encoder(name: str, dynamo: bool) -> Callable[[Path, list[str]], str]:
+        """HF vision backbone ``name`` (ResNet, ConvNext) from its default config."""
 
-    def convnext(path: Path, notes: list[str]) -> str:
-        model = transformers.ConvNextModel(transformers.ConvNextConfig()).eval()
-        x = torch.randn(1, 3, 224, 224)
-        return _torch_export(
-            ImageEncoder(model).eval(),
-            (x,),
-            path,
-            ["pixel_values"],
-            ["pooled"],
-            {"pixel_values": {0: "batch"}, "pooled": {0: "batch"}},
-            False,
-            notes,
-        )
+        def export(path: Path, notes: list[str]) -> str:
+            config = getattr(transformers, f"{name}Config")()
+            model = getattr(transformers, f"{name}Model")(config).eval()
+            return _torch_export(
+                ImageEncoder(model).eval(),
+                (torch.randn(1, 3, 224, 224),),
+                path,
+                ["pixel_values"],
+                ["pooled"],
+                {"pixel_values": {0: "batch"}, "pooled": {0: "batch"}},
+                dynamo,
+                notes,
+            )
+
+        return export
+
+    resnet = image_encoder("ResNet", dynamo=True)
+    convnext = image_encoder("ConvNext", dynamo=False)
 
     def bert_int8(path: Path, notes: list[str]) -> str:
         import onnxruntime

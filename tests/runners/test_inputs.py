@@ -157,6 +157,10 @@ def test_batch_without_effect_is_an_error() -> None:
     sym = _model([_vi("x", TensorProto.FLOAT, ["N", 4])])
     with pytest.raises(UsageError, match="--batch 8 has no effect"):
         resolve_inputs(sym, user_shapes={"x": [2, 4]}, batch=8)
+    # agreeing with the user's shapes is fine
+    two = _model([_vi("a", TensorProto.FLOAT, ["N", 4]), _vi("b", TensorProto.FLOAT, ["N", 4])])
+    specs = resolve_inputs(two, user_shapes={"a": [2, 4]}, batch=2)
+    assert [s.shape for s in specs] == [(2, 4), (2, 4)]
 
 
 def test_zero_size_dimension_is_a_fixed_dimension() -> None:

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
-from aaco.report.terminal import fmt_bytes, fmt_ms
-
-
-def _render(renderable: RenderableType, width: int, color: bool) -> str:
-    buf = io.StringIO()
-    Console(
-        file=buf,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-    ).print(renderable)
-    return buf.getvalue()
+from aaco.report.terminal import fmt_bytes, fmt_ms, render_text
 
 
 def _s(v: Any) -> str:
@@ -61,7 +46,7 @@ def render_sessions_table(
             f"[{style}]{escape(status)}[/{style}]",
             escape(r.get("tag") or ""),
         )
-    return _render(t, width, color)
+    return render_text(t, width, color)
 
 
 def _inputs_summary(shapes: dict[str, list[int]], keep: int = 3) -> str:
@@ -98,7 +83,7 @@ def render_models_table(
             _s(_inputs_summary(r.get("input_shapes") or {})),
             _s(r.get("description") or ""),
         )
-    return _render(t, width, color)
+    return render_text(t, width, color)
 
 
 def render_machine(desc: dict[str, Any], width: int = 110, color: bool = False) -> str:
@@ -143,4 +128,4 @@ def render_machine(desc: dict[str, Any], width: int = 110, color: bool = False) 
     tools = desc.get("tools") or {}
     for name, path in tools.items():
         t.add_row(name, f"[green]{escape(path)}[/green]" if path else "[dim]not on PATH[/dim]")
-    return _render(t, width, color)
+    return render_text(t, width, color)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -221,17 +221,22 @@ def _warnings(r: dict[str, Any]) -> Text:
     return txt
 
 
-def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
-    """Render a report model to terminal text (ANSI styles only when ``color``)."""
+def render_text(renderable: RenderableType, width: int = 110, color: bool = False) -> str:
+    """Render any rich renderable to a string (ANSI styles only when ``color``)."""
     buf = io.StringIO()
-    console = Console(
+    Console(
         file=buf,
         width=width,
         force_terminal=color,
         no_color=not color,
         highlight=False,
         emoji=False,
-    )
+    ).print(renderable)
+    return buf.getvalue()
+
+
+def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    """Render a report model to terminal text (ANSI styles only when ``color``)."""
     parts = [
         _header(report),
         _latency(report),
@@ -244,8 +249,7 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         _telemetry(report),
         _warnings(report),
     ]
-    console.print(Group(*parts))
-    return buf.getvalue()
+    return render_text(Group(*parts), width, color)
 
 
 class TerminalRenderer(Renderer):

@@ -230,6 +230,12 @@ def resolve_inputs(
                     f"input {inp.name!r}: dimension {axis}{label} is not fixed by the model; "
                     f"give --shape {inp.name}={example}"
                 )
+    # --batch must show up somewhere: in a symbolic leading dimension it filled, or one that
+    # the user's shapes already set to the same value.
+    batch_used = batch_used or any(
+        inp.dims and isinstance(inp.dims[0], str) and resolved[inp.name][0] == batch
+        for inp in inputs
+    )
     if batch is not None and not batch_used:
         raise UsageError(
             f"--batch {batch} has no effect: no input has a symbolic leading dimension left to "
