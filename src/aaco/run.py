@@ -384,11 +384,7 @@ def _add_optimized_graph(
     meta = dict(info.meta)
     meta["eliminated_original_nodes"] = eliminated_original_nodes(proto, optimized)
     meta["unmapped_nodes"] = sorted(k for k, v in mapping.items() if v is None)
-    # The optimized graph's weights are a copy of the model's (hundreds of MB for an LLM):
-    # the bundle keeps the graph and drops them once the graph is extracted.
-    weights = writer.path / "model" / OPTIMIZED_WEIGHTS
-    meta["weights_kept"] = False
-    weights.unlink(missing_ok=True)
+    meta["weights_kept"] = False  # see _finish
     writer.write_json("model/optimized_meta.json", meta)
     nodes_file = writer.path / "model" / "graph_nodes.parquet"
     nodes = info.nodes
@@ -466,6 +462,9 @@ def _finish(
     mapping = None
     if result is not None and result.optimized_model:
         mapping = attempt("optimized_graph", _add_optimized_graph, writer, proto, spec)
+    # The optimized graph's weights are a copy of the model's (hundreds of MB for an LLM):
+    # the bundle keeps the graph and drops them, whether or not the run got this far.
+    (writer.path / "model" / OPTIMIZED_WEIGHTS).unlink(missing_ok=True)
     if result is not None and result.profile_file:
         from aaco.importers.ort_profile import parse_ort_profile
 
