@@ -27,11 +27,11 @@ from aaco.runners.launch import LaunchOutcome, launch_worker
 from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec
 from aaco.session.bundle import (
     FORMAT_VERSION,
-    STATUS_COMPLETED,
     STATUS_FAILED,
     STATUS_RUNNING,
     BundleWriter,
     Session,
+    read_json,
     utc_now_iso,
 )
 
@@ -512,31 +512,29 @@ def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
     """Publish what exists, marked failed, after an unexpected error or an interrupt."""
     try:
         session_file = writer.path / "session.json"
-        import json
-
         meta = (
-            json.loads(session_file.read_text())
+            read_json(session_file)
             if session_file.is_file()
-            else {
-                "format_version": FORMAT_VERSION,
-                "session_id": writer.session_id,
-            }
+            else {"format_version": FORMAT_VERSION, "session_id": writer.session_id}
         )
+        interrupted = isinstance(exc, KeyboardInterrupt)
         reason = (
-            "interrupted by the user"
-            if isinstance(exc, KeyboardInterrupt)
-            else (f"internal error: {type(exc).__name__}: {exc}")
+            "interrupted (Ctrl-C or SIGTERM)"
+            if interrupted
+            else f"internal error: {type(exc).__name__}: {exc}"
         )
         meta["status"] = STATUS_FAILED
         meta["error"] = {"message": reason, "stage": "aaco"}
         meta["finished_utc"] = utc_now_iso()
         writer.write_json("session.json", meta)
-        if not isinstance(exc, KeyboardInterrupt):
+        if not interrupted:
             (writer.path / "runtime").mkdir(exist_ok=True)
             (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
         writer.publish()
     except Exception:
+        # The original error is re-raised by the caller and is what the user must see; a
+        # bundle that cannot be salvaged stays behind as the hidden .partial folder.
         pass
 
 
-__all__ = ["STATUS_COMPLETED", "RunOptions", "resolve_model", "run_model"]
+__all__ = ["RunOptions", "resolve_model", "run_model"]

@@ -155,8 +155,8 @@ def summarize_iterations(iters: pa.Table, batch: int | None) -> dict[str, Any]:
             "iterations_per_s": iters_per_s,
             "items_per_s": batch * iters_per_s if (batch and iters_per_s) else None,
         }
-        starts = iters.filter(pc.equal(iters.column("phase"), "measured")).column("start_ns")
-        ends = iters.filter(pc.equal(iters.column("phase"), "measured")).column("end_ns")
+        timed = iters.filter(pc.equal(iters.column("phase"), "measured"))
+        starts, ends = timed.column("start_ns"), timed.column("end_ns")
         wall_s = (pc.max(ends).as_py() - pc.min(starts).as_py()) / 1e9
         out["measured_wall_s"] = wall_s
         tr = trend(measured)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from aaco.runners.spec import LOG_FILE, PROGRESS_FILE, RESULT_FILE, WorkerResult
+from aaco.session.bundle import STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT
 
 
 @dataclass
@@ -156,26 +157,26 @@ def launch_worker(
     stage = result.stage if result is not None else _last_stage(bundle_dir)
     rc = proc.returncode
     if timed_out:
-        status = "timeout"
+        status = STATUS_TIMEOUT
         error = (
             f"worker exceeded the {timeout_s:g} s timeout during stage "
             f"'{stage or 'start'}' and was killed"
         )
-    elif result is not None and result.status == "completed" and rc == 0:
-        status, error = "completed", None
+    elif result is not None and result.status == STATUS_COMPLETED and rc == 0:
+        status, error = STATUS_COMPLETED, None
     elif result is not None and result.error:
-        status, error = "failed", result.error
+        status, error = STATUS_FAILED, result.error
     elif rc is not None and rc < 0:
         try:
             signame = signal.Signals(-rc).name
         except ValueError:
             signame = f"signal {-rc}"
         hint = " (out of memory?)" if signame == "SIGKILL" else ""
-        status = "failed"
+        status = STATUS_FAILED
         error = f"worker killed by {signame} during stage '{stage or 'start'}'{hint}"
     else:
         tail = _log_tail(bundle_dir)
-        status = "failed"
+        status = STATUS_FAILED
         error = f"worker exited with code {rc} during stage '{stage or 'start'}'" + (
             f": {tail}" if tail else ""
         )

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,7 +49,6 @@ STATUS_RUNNING = "running"
 STATUS_COMPLETED = "completed"
 STATUS_FAILED = "failed"
 STATUS_TIMEOUT = "timeout"
-FINAL_STATUSES = (STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT)
 
 
 def _file_mode() -> int:
@@ -288,9 +286,6 @@ class BundleWriter:
         self.path = self.final_path
         update_latest(self.root, self.final_path)
         return self.final_path
-
-    def discard(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def update_latest(root: Path, target: Path) -> None:
