@@ -183,6 +183,8 @@ def test_args_become_columns(hand_made: Path) -> None:
         "parameter_bytes": 1728,
         "output_bytes": 96,
         "original_nodes": None,
+        "process_id": None,
+        "external_id": None,
     }
 
 

@@ -258,6 +258,8 @@ class _Columns:
                 "parameter_bytes": _int_column(param, pa.int64()),
                 "output_bytes": _int_column(out, pa.int64()),
                 "original_nodes": [omap.get(n) for n in names],
+                "process_id": [None] * len(keep),
+                "external_id": [None] * len(keep),
             }
         )
         if ops.num_rows:

@@ -121,11 +121,12 @@ OPS = TableSpec(
     name="ops",
     path="profiler/ops.parquet",
     doc=(
-        "One row per operator execution in a profiled iteration (ONNX Runtime `Node` events "
-        "today; framework ops such as ATen from importers later)."
+        "One row per operator execution: ONNX Runtime `Node` events (`source` `onnxruntime`) "
+        "and framework ops read from traces (`source` `pytorch` for Kineto `cpu_op` events, "
+        "e.g. `aten::addmm`; `node_name` and `op_type` are then both the op name)."
     ),
     columns=(
-        _c("source", _str, "", "where the row came from: `onnxruntime`, later `aten` ...", False),
+        _c("source", _str, "", "where the row came from: `onnxruntime` or `pytorch`", False),
         _c("iteration", _i32, "", "profiled iteration index, from 0 (profiling warmup dropped)"),
         _c("node_name", _str, "", "node name in the optimized graph ORT executed", False),
         _c("op_type", _str, "", "operator type, e.g. `Conv`, `FusedConv`, `MatMul`"),
@@ -137,8 +138,14 @@ OPS = TableSpec(
             "ORT's internal node index, not a position in the saved optimized graph "
             "(join graph_nodes on node_name)",
         ),
-        _c("start_ns", _i64, "ns", "start, relative to the start of the profile (not monotonic)"),
-        _c("dur_ns", _i64, "ns", "duration of the operator's kernel", False),
+        _c(
+            "start_ns",
+            _i64,
+            "ns",
+            "start on the trace's clock: relative to the start of the profile for ORT, "
+            "the trace's own timestamps for imported traces (not monotonic)",
+        ),
+        _c("dur_ns", _i64, "ns", "duration of the operator (ORT: of its kernel)", False),
         _c("thread_id", _i64, "", "OS thread id that ran the node"),
         _c("input_shapes", _str, "", "JSON list of {dtype: shape} per input, as ORT reports"),
         _c("output_shapes", _str, "", "JSON list of {dtype: shape} per output"),
@@ -151,6 +158,14 @@ OPS = TableSpec(
             "",
             "nodes of the original model this node stands for; "
             "null when the mapping cannot be known",
+        ),
+        _c("process_id", _i64, "", "OS process id (imported traces; null for ORT rows)"),
+        _c(
+            "external_id",
+            _i64,
+            "",
+            "Kineto `External id`: shared by a framework op, the runtime calls it made and "
+            "their kernels; null when the source has none",
         ),
     ),
 )
@@ -264,6 +279,235 @@ SYSTEM_EVENTS = TableSpec(
     ),
 )
 
+_SRC_DOC = "importer that produced the row, e.g. `kineto`, `rocprofv3-csv`, `onnxruntime`"
+_CORR_DOC = (
+    "runtime correlation id linking the launching API call to this GPU activity "
+    "(CUPTI/roctracer/rocprofiler); null when unknown"
+)
+_EXT_DOC = "Kineto `External id` of the framework op that launched it; null when unknown"
+
+KERNELS = TableSpec(
+    name="kernels",
+    path="profiler/kernels.parquet",
+    doc=(
+        "One row per GPU kernel execution (dispatch) read from a kernel trace. Timestamps "
+        "are on the trace's own clock (rocprofv3: ns since boot; Kineto: the trace's "
+        "microseconds converted to ns; ORT `Kernel` events: relative to the parent node, "
+        "see `time_is_gpu`)."
+    ),
+    columns=(
+        _c("source", _str, "", _SRC_DOC, False),
+        _c("name", _str, "", "kernel name as the tool reported it (mangled or not)", False),
+        _c(
+            "short_name",
+            _str,
+            "",
+            "demangled, template arguments and parameters dropped "
+            "(`at::native::elementwise_kernel`)",
+        ),
+        _c(
+            "family",
+            _str,
+            "",
+            "kernel family: gemm, conv, attention, norm, softmax, reduce, elementwise, "
+            "data_movement, memcpy, communication, other",
+        ),
+        _c("library", _str, "", "vendor library when recognisable (rocBLAS, cuBLAS, MIOpen ...)"),
+        _c("dtype", _str, "", "data type recognisable from the name (fp16, bf16, fp32 ...)"),
+        _c("start_ns", _i64, "ns", "start of execution on the device", False),
+        _c("end_ns", _i64, "ns", "end of execution on the device", False),
+        _c("dur_ns", _i64, "ns", "end_ns - start_ns", False),
+        _c(
+            "time_is_gpu",
+            _bool,
+            "",
+            "true when start/end are device timestamps on the trace's clock; false when "
+            "only the duration is real (ORT `Kernel` events)",
+            False,
+        ),
+        _c("device", _i32, "", "device index (Kineto pid / rocprofv3 agent)"),
+        _c("stream", _i64, "", "stream id (HIP/CUDA stream; Kineto tid)"),
+        _c("queue", _i64, "", "hardware queue id (rocprofv3 Queue_Id)"),
+        _c("correlation_id", _i64, "", _CORR_DOC),
+        _c("external_id", _i64, "", _EXT_DOC),
+        _c("dispatch_id", _i64, "", "dispatch id (rocprofv3)"),
+        _c("process_id", _i64, "", "OS process id of the launching process"),
+        _c("thread_id", _i64, "", "OS thread id of the launching thread"),
+        _c("grid_x", _i64, "", "grid size in blocks/workgroups along x (work-items / block)"),
+        _c("grid_y", _i64, "", "grid size in blocks/workgroups along y"),
+        _c("grid_z", _i64, "", "grid size in blocks/workgroups along z"),
+        _c("block_x", _i64, "", "block/workgroup size in threads/work-items along x"),
+        _c("block_y", _i64, "", "block/workgroup size along y"),
+        _c("block_z", _i64, "", "block/workgroup size along z"),
+        _c("registers", _i32, "", "registers per thread (CUDA) / architected VGPRs (AMD)"),
+        _c("accum_vgpr", _i32, "", "accumulation VGPRs (AMD CDNA)"),
+        _c("sgpr", _i32, "", "scalar registers (AMD)"),
+        _c("shared_bytes", _i64, "B", "shared memory / LDS per block"),
+        _c("scratch_bytes", _i64, "B", "scratch (private segment) memory per work-item"),
+        _c(
+            "iteration",
+            _i32,
+            "",
+            "iteration (ProfilerStep / ORT run / marker window) that contains the kernel; "
+            "null when the trace marks none",
+        ),
+    ),
+)
+
+API_CALLS = TableSpec(
+    name="api_calls",
+    path="profiler/api_calls.parquet",
+    doc=(
+        "One row per host runtime call (CUDA runtime/driver, HIP, HSA): kernel launches, "
+        "memory copies, synchronisation and the rest. Timestamps on the trace's clock."
+    ),
+    columns=(
+        _c("source", _str, "", _SRC_DOC, False),
+        _c("domain", _str, "", "`cuda_runtime`, `cuda_driver`, `hip`, `hsa`, `marker` ...", False),
+        _c("name", _str, "", "function name, e.g. `cudaLaunchKernel`, `hipLaunchKernel`", False),
+        _c(
+            "kind",
+            _str,
+            "",
+            "`launch`, `memcpy`, `memset`, `sync`, `alloc` or `other`, from the name",
+            False,
+        ),
+        _c("process_id", _i64, "", "OS process id"),
+        _c("thread_id", _i64, "", "OS thread id"),
+        _c("start_ns", _i64, "ns", "call start", False),
+        _c("end_ns", _i64, "ns", "call end", False),
+        _c("dur_ns", _i64, "ns", "end_ns - start_ns", False),
+        _c("correlation_id", _i64, "", _CORR_DOC),
+        _c("external_id", _i64, "", _EXT_DOC),
+    ),
+)
+
+MEMCPY = TableSpec(
+    name="memcpy",
+    path="profiler/memcpy.parquet",
+    doc="One row per device memory copy or memset executed on a GPU engine.",
+    columns=(
+        _c("source", _str, "", _SRC_DOC, False),
+        _c("name", _str, "", "name as the tool reported it", False),
+        _c(
+            "kind",
+            _str,
+            "",
+            "`HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, `memset` or `unknown`",
+            False,
+        ),
+        _c("bytes", _i64, "B", "bytes copied or set; null when the tool does not say"),
+        _c("start_ns", _i64, "ns", "start on the device", False),
+        _c("end_ns", _i64, "ns", "end on the device", False),
+        _c("dur_ns", _i64, "ns", "end_ns - start_ns", False),
+        _c("device", _i32, "", "device index that executed it"),
+        _c("stream", _i64, "", "stream id"),
+        _c("src_device", _i32, "", "source agent/device when known"),
+        _c("dst_device", _i32, "", "destination agent/device when known"),
+        _c("correlation_id", _i64, "", _CORR_DOC),
+        _c("external_id", _i64, "", _EXT_DOC),
+        _c("iteration", _i32, "", "iteration containing it, null when unknown"),
+    ),
+)
+
+KERNEL_COUNTERS = TableSpec(
+    name="kernel_counters",
+    path="profiler/kernel_counters.parquet",
+    doc="Hardware counter values per kernel dispatch (rocprofv3 counter collection), long format.",
+    columns=(
+        _c("source", _str, "", _SRC_DOC, False),
+        _c("correlation_id", _i64, "", _CORR_DOC),
+        _c("dispatch_id", _i64, "", "dispatch id"),
+        _c("device", _i32, "", "device index"),
+        _c("kernel_name", _str, "", "kernel name", False),
+        _c("counter", _str, "", "counter name, e.g. `SQ_WAVES`", False),
+        _c("value", _f64, "", "counter value for this dispatch (summed over dimensions)", False),
+    ),
+)
+
+ANNOTATIONS = TableSpec(
+    name="annotations",
+    path="profiler/annotations.parquet",
+    doc=(
+        "Ranges marked by the application or profiler: PyTorch `ProfilerStep#N` and "
+        "`record_function` ranges, GPU-side user annotations, roctx/NVTX markers."
+    ),
+    columns=(
+        _c("source", _str, "", _SRC_DOC, False),
+        _c(
+            "kind",
+            _str,
+            "",
+            "`step` (one iteration), `user` (host range), `gpu_user` (device range), `marker`",
+            False,
+        ),
+        _c("name", _str, "", "range name", False),
+        _c("process_id", _i64, "", "OS process id"),
+        _c("thread_id", _i64, "", "OS thread id (host ranges)"),
+        _c("device", _i32, "", "device (device ranges)"),
+        _c("stream", _i64, "", "stream (device ranges)"),
+        _c("start_ns", _i64, "ns", "start on the trace's clock", False),
+        _c("dur_ns", _i64, "ns", "duration", False),
+        _c("step", _i32, "", "N of `ProfilerStep#N` (kind `step`), else null"),
+    ),
+)
+
+OP_KERNEL_MAP = TableSpec(
+    name="op_kernel_map",
+    path="attribution/op_to_kernel_map.parquet",
+    doc=(
+        "One row per kernel of `profiler/kernels.parquet`: the operator that launched it, "
+        "and how that was established. Unattributed kernels have null op columns."
+    ),
+    columns=(
+        _c("kernel_row", _i64, "", "row index in profiler/kernels.parquet", False),
+        _c("kernel_name", _str, "", "kernel name", False),
+        _c("family", _str, "", "kernel family"),
+        _c("dur_ns", _i64, "ns", "kernel duration", False),
+        _c("op_row", _i64, "", "row index in profiler/ops.parquet; null when unattributed"),
+        _c("op_name", _str, "", "node / framework op name; null when unattributed"),
+        _c("op_type", _str, "", "operator type"),
+        _c(
+            "method",
+            _str,
+            "",
+            "`parent_node` (ORT), `external_id` / `correlation` (Kineto), `correlation` + "
+            "`time_window` (rocprofv3), `marker`, or null when unattributed",
+        ),
+        _c("launch_row", _i64, "", "row index in profiler/api_calls.parquet of the launch call"),
+        _c(
+            "launch_delay_ns",
+            _i64,
+            "ns",
+            "kernel start - launch call end; null when the launch call is unknown",
+        ),
+    ),
+)
+
+KERNEL_GROUPS = TableSpec(
+    name="kernel_groups",
+    path="attribution/kernel_groups.parquet",
+    doc="Per operator (name and type): its kernels, GPU time, CPU time and launch overhead.",
+    columns=(
+        _c("op_name", _str, "", "node / framework op name", False),
+        _c("op_type", _str, "", "operator type"),
+        _c("op_calls", _i64, "", "executions of the op in the trace", False),
+        _c("kernel_count", _i64, "", "kernels attributed to it", False),
+        _c("kernels_per_call", _f64, "", "kernel_count / op_calls"),
+        _c("gpu_time_ns", _i64, "ns", "sum of attributed kernel durations", False),
+        _c("cpu_time_ns", _i64, "ns", "sum of the op's host durations", False),
+        _c(
+            "launch_overhead_ns",
+            _i64,
+            "ns",
+            "sum of the durations of the launch API calls of its kernels; null when no "
+            "launch call is known",
+        ),
+        _c("top_kernel", _str, "", "short name of its longest kernel (by total time)"),
+        _c("families", _strs, "", "kernel families seen, most time first"),
+    ),
+)
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     INFERENCE_ITERS,
     OPS,
@@ -271,6 +515,13 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     GRAPH_NODES,
     GRAPH_EDGES,
     SYSTEM_EVENTS,
+    KERNELS,
+    API_CALLS,
+    MEMCPY,
+    KERNEL_COUNTERS,
+    ANNOTATIONS,
+    OP_KERNEL_MAP,
+    KERNEL_GROUPS,
 )
 TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
 
