@@ -72,13 +72,27 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 
 
 @app.command()
-@click.option("--model", "-m", required=True, help="Registry name or path to an .onnx file.")
+@click.option(
+    "--model",
+    "-m",
+    required=True,
+    help="Registry name or .onnx path; with --framework torch: module:function, "
+    "file.py:function or a saved torch.export .pt2.",
+)
+@click.option(
+    "--framework",
+    type=click.Choice(["onnxruntime", "torch"]),
+    default="onnxruntime",
+    show_default=True,
+    help="Runtime that executes the model (torch needs pip install 'aaco[torch]').",
+)
 @click.option(
     "--backend",
-    default="cpu",
-    show_default=True,
-    help="cpu, cuda, rocm, migraphx, ... or any ONNX Runtime provider name.",
+    default=None,
+    help="cpu (default), cuda, rocm, migraphx, ... or any ONNX Runtime provider name.",
 )
+@click.option("--device", help="torch only: cpu (default), cuda or cuda:N (ROCm GPUs too).")
+@click.option("--compile", "compile_", is_flag=True, help="torch only: apply torch.compile.")
 @click.option("--batch", type=int, help="Batch size for symbolic leading dimensions.")
 @click.option("--shape", multiple=True, help="Input shape NAME=1x3x224x224 (repeatable).")
 @click.option("--warmup", type=int, help="Warmup iterations (registry value, else 10).")
@@ -95,6 +109,14 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     help="Sessions root (default ./sessions or $AACO_SESSIONS).",
 )
 @click.option("--no-profile", is_flag=True, help="Skip the operator-profile pass.")
+@click.option(
+    "--profile",
+    "profile_mode",
+    type=click.Choice(["ops", "kernels"]),
+    default="ops",
+    show_default=True,
+    help="ops: operator profile; kernels: also a GPU kernel trace (rocprofv3 on rocm/migraphx).",
+)
 @click.option(
     "--profile-iterations",
     type=int,
@@ -128,7 +150,10 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 )
 def run(
     model: str,
-    backend: str,
+    framework: str,
+    backend: str | None,
+    device: str | None,
+    compile_: bool,
     batch: int | None,
     shape: tuple[str, ...],
     warmup: int | None,
@@ -138,6 +163,7 @@ def run(
     tag: str | None,
     output: Path | None,
     no_profile: bool,
+    profile_mode: str,
     profile_iterations: int,
     no_telemetry: bool,
     sample_hz: float,
@@ -171,6 +197,10 @@ def run(
         int_range=parse_int_range(int_range) if int_range else None,
         config_dir=config,
         argv=["aaco", *sys.argv[1:]],
+        framework=framework,
+        device=device,
+        compile=compile_,
+        profile_mode=profile_mode,
     )
     session = run_model(opts)
     _print_report(session, report_format)
@@ -306,6 +336,99 @@ def models_build(name: str, config: Path | None) -> None:
 
     resolved = resolve_model(name, load_registry(config))
     _out(str(resolved.path))
+
+
+@app.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--session",
+    "-s",
+    "session_dir",
+    type=click.Path(path_type=Path),
+    help="Add the traces to this existing bundle instead of creating a new one.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Sessions root for the new bundle (default ./sessions or $AACO_SESSIONS).",
+)
+@click.option("--replace", is_flag=True, help="With --session: replace a trace already there.")
+@click.option("--tag", help="Free-form label stored with a new bundle.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["terminal", "json", "none"]),
+    default="terminal",
+    show_default=True,
+    help="Report printed after the import.",
+)
+def import_command(
+    paths: tuple[Path, ...],
+    session_dir: Path | None,
+    output: Path | None,
+    replace: bool,
+    tag: str | None,
+    fmt: str,
+) -> None:
+    """Import kernel traces captured elsewhere (rocprofv3, rocprof, Kineto, ONNX Runtime).
+
+    PATHS are trace files or directories (a rocprofv3 output folder, a folder of per-rank
+    Kineto traces); formats are recognised by content. Without --session a new bundle is
+    created from the traces alone.
+    """
+    from aaco.ingest import import_into, import_new
+
+    if session_dir is not None and output is not None:
+        raise click.UsageError("give either --session (existing bundle) or --output, not both")
+    if replace and session_dir is None:
+        raise click.UsageError("--replace only applies with --session")
+    if session_dir is not None:
+        s = import_into(session_dir, list(paths), replace=replace)
+    else:
+        s = import_new(list(paths), _sessions_root(output), tag=tag, argv=sys.argv)
+    sys.stderr.write(f"imported into {s.path}\n")
+    _print_report(s, fmt)
+
+
+@app.group("export")
+def export_app() -> None:
+    """Export a session to other tools' formats."""
+
+
+@export_app.command("perfetto")
+@click.option(
+    "--session",
+    "-s",
+    default="latest",
+    show_default=True,
+    help="Bundle path, or 'latest' under the sessions root.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Trace file to write; gzip-compressed when it ends in .gz. Open in ui.perfetto.dev.",
+)
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
+def export_perfetto(session: str, output: Path, sessions: Path | None) -> None:
+    """Write one timeline (iterations, ops, kernels, copies, telemetry, op->kernel arrows)."""
+    import gzip
+
+    from aaco.report.perfetto import export_perfetto as build_trace
+    from aaco.session.bundle import Session, atomic_write_bytes
+
+    path = _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
+    data = build_trace(Session.load(path))
+    if output.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    try:
+        atomic_write_bytes(output, data)
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    sys.stderr.write(f"wrote {output} ({len(data) / 1e6:.1f} MB); open it in ui.perfetto.dev\n")
 
 
 def _fail(message: str, code: int) -> NoReturn:

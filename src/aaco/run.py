@@ -1,14 +1,24 @@
 """``aaco run`` as a library call: resolve the model, measure it in a worker, write the bundle.
 
+Two frameworks: ONNX Runtime (the default; worker :mod:`aaco.runners.ort`) and PyTorch
+(``framework="torch"``; worker :mod:`aaco.runners.torch`, its torch.profiler trace imported
+with :func:`aaco.ingest.ingest_traces`). ``profile_mode="kernels"`` on a ROCm/MIGraphX
+backend re-runs the profiled workload under rocprofv3 (:mod:`aaco.runners.rocprof`) and
+imports the kernel trace the same way.
+
 >>> from aaco.run import RunOptions, run_model          # doctest: +SKIP
 >>> session = run_model(RunOptions(model="mlp", iterations=50))   # doctest: +SKIP
 >>> session.summary["latency_ms"]["p50"]                # doctest: +SKIP
+>>> run_model(RunOptions(model="mymodels:resnet", framework="torch"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+import os
+import re
 import sys
 import time
 import traceback
@@ -24,7 +34,7 @@ from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
 from aaco.errors import InputError, UsageError
 from aaco.runners.inputs import InputSpec, batch_of, resolve_inputs
 from aaco.runners.launch import LaunchOutcome, launch_worker
-from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec
+from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec, TorchRunSpec
 from aaco.session.bundle import (
     FORMAT_VERSION,
     STATUS_FAILED,
@@ -41,6 +51,10 @@ DEFAULT_PROFILE_WARMUP = 2
 DEFAULT_PROFILE_ITERATIONS = 10
 DEFAULT_SAMPLE_HZ = 10.0
 DEFAULT_TIMEOUT_S = 3600.0
+FRAMEWORKS = ("onnxruntime", "torch")
+PROFILE_MODES = ("ops", "kernels")
+TORCH_MISSING = "PyTorch is not installed; install it with pip install 'aaco[torch]'"
+_TORCH_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
 @dataclass
@@ -48,7 +62,8 @@ class RunOptions:
     """The options of ``aaco run``; None means "take the registry's value, else the default"."""
 
     model: str
-    backend: str = "cpu"
+    # None: ONNX Runtime's cpu backend; with framework torch, --device chooses instead
+    backend: str | None = None
     batch: int | None = None
     shapes: dict[str, list[int]] = field(default_factory=dict)
     warmup: int | None = None
@@ -66,6 +81,10 @@ class RunOptions:
     int_range: tuple[int, int] | None = None
     config_dir: Path | None = None
     argv: Sequence[str] | None = None
+    framework: str = "onnxruntime"
+    device: str | None = None  # torch only: cpu, cuda, cuda:N (default cpu)
+    compile: bool = False  # torch only: torch.compile the module
+    profile_mode: str = "ops"  # ops | kernels (GPU kernel trace)
 
 
 @dataclass(frozen=True)
@@ -144,6 +163,35 @@ def _validate(opts: RunOptions) -> None:
             raise UsageError(f"--sample-hz must be <= {MAX_SAMPLE_HZ:g}, got {opts.sample_hz:g}")
     if opts.profile and opts.profile_iterations < 1:
         raise UsageError("--profile-iterations must be >= 1")
+    if opts.framework not in FRAMEWORKS:
+        raise UsageError(f"unknown --framework {opts.framework!r}; valid: {', '.join(FRAMEWORKS)}")
+    if opts.profile_mode not in PROFILE_MODES:
+        raise UsageError(
+            f"unknown --profile {opts.profile_mode!r}; valid: {', '.join(PROFILE_MODES)}"
+        )
+    if opts.profile_mode == "kernels" and not opts.profile:
+        raise UsageError("--profile kernels and --no-profile contradict each other")
+    if opts.batch is not None and opts.batch < 1:
+        raise UsageError(f"--batch must be >= 1, got {opts.batch}")
+    if opts.framework == "torch":
+        if opts.backend is not None:
+            raise UsageError(
+                "--backend chooses an ONNX Runtime provider; with --framework torch use --device"
+            )
+        for given, option in ((opts.shapes, "--shape"), (opts.int_range, "--int-range")):
+            if given:
+                raise UsageError(
+                    f"{option} does not apply to --framework torch: the model function "
+                    "returns its example inputs"
+                )
+    else:
+        if opts.device is not None:
+            raise UsageError(
+                "--device applies to --framework torch; ONNX Runtime picks its device "
+                "with --backend"
+            )
+        if opts.compile:
+            raise UsageError("--compile applies to --framework torch")
     if (
         opts.duration_s is not None
         and opts.timeout_s is not None
@@ -162,9 +210,16 @@ def run_model(opts: RunOptions) -> Session:
     bundle exists. Once the bundle exists, a failure is recorded in it, not raised.
     """
     _validate(opts)
+    if opts.framework == "torch":
+        return _run_torch(opts)
     registry = load_registry(opts.config_dir)
-    backend = registry.backend(opts.backend)
+    backend = registry.backend(opts.backend or "cpu")
     available, fallbacks = check_provider(backend)
+    rocprofv3 = None
+    if opts.profile_mode == "kernels":
+        from aaco.runners.rocprof import check_kernel_capture
+
+        rocprofv3 = check_kernel_capture(backend.provider)
     backend = dataclasses.replace(backend, fallback_providers=tuple(fallbacks))
     model = resolve_model(opts.model, registry)
 
@@ -201,7 +256,17 @@ def run_model(opts: RunOptions) -> Session:
     writer = BundleWriter(opts.output)
     try:
         return _run_into(
-            writer, opts, model, backend, available, proto, inputs, warmup, iterations, batch
+            writer,
+            opts,
+            model,
+            backend,
+            available,
+            proto,
+            inputs,
+            warmup,
+            iterations,
+            batch,
+            rocprofv3,
         )
     except BaseException:
         # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
@@ -219,6 +284,28 @@ def _base_meta(
     iterations: int | None,
     batch: int | None,
 ) -> dict[str, Any]:
+    return _meta(
+        writer,
+        opts,
+        {"name": model.name, "path": str(model.path), "source": model.source},
+        {"name": backend.name, "provider": backend.provider},
+        [i.to_json() for i in inputs],
+        warmup,
+        iterations,
+        batch,
+    )
+
+
+def _meta(
+    writer: BundleWriter,
+    opts: RunOptions,
+    model: dict[str, Any],
+    backend: dict[str, Any],
+    inputs: list[dict[str, Any]],
+    warmup: int,
+    iterations: int | None,
+    batch: int | None,
+) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION,
         "aaco_version": __version__,
@@ -229,19 +316,20 @@ def _base_meta(
         "error": None,
         "tag": opts.tag,
         "command_line": list(opts.argv if opts.argv is not None else sys.argv),
-        "model": {"name": model.name, "path": str(model.path), "source": model.source},
-        "backend": {"name": backend.name, "provider": backend.provider},
+        "model": model,
+        "backend": backend,
         "run": {
-            "framework": "onnxruntime",
+            "framework": opts.framework,
             "batch": batch,
             "batch_source": None if batch is None else ("--batch" if opts.batch else "inputs"),
-            "inputs": [i.to_json() for i in inputs],
+            "inputs": inputs,
             "warmup": warmup,
             "iterations": iterations,
             "duration_s": opts.duration_s,
             "threads": opts.threads,
             "seed": opts.seed,
             "profile": opts.profile,
+            "profile_mode": opts.profile_mode if opts.profile else None,
             "profile_warmup": max(DEFAULT_PROFILE_WARMUP, warmup) if opts.profile else 0,
             "profile_iterations": opts.profile_iterations if opts.profile else 0,
             "telemetry": opts.telemetry,
@@ -268,6 +356,7 @@ def _run_into(
     warmup: int,
     iterations: int | None,
     batch: int | None,
+    rocprofv3: str | None = None,
 ) -> Session:
     meta = _base_meta(writer, opts, model, backend, inputs, warmup, iterations, batch)
     # The profiled session is new and cold: warm it as long as the measured one was warmed.
@@ -312,6 +401,8 @@ def _run_into(
         telemetry_hz=opts.sample_hz if opts.telemetry else None,
     )
     _finish(writer, meta, outcome, spec, proto, batch, attempt)
+    if rocprofv3 is not None and outcome.status == "completed":
+        _capture_kernels(writer, meta, opts, rocprofv3, attempt)
     writer.write_json("session.json", meta)
     writer.publish()
     session = Session.load(writer.final_path)
@@ -404,25 +495,10 @@ def _finish(
     attempt: Any,
 ) -> None:
     from aaco.analysis.ops import profile_coverage
-    from aaco.analysis.stats import summarize_iterations
-    from aaco.analysis.telemetry import summarize_system
 
     result = outcome.result
-    meta["status"] = outcome.status
-    meta["error"] = (
-        {"message": outcome.error, "stage": outcome.stage, "returncode": outcome.returncode}
-        if outcome.error
-        else None
-    )
-    meta["finished_utc"] = utc_now_iso()
-    meta["worker"] = {
-        "wall_s": outcome.wall_ns / 1e9,
-        "returncode": outcome.returncode,
-        **(outcome.usage or {}),
-    }
+    summary = _finish_common(writer, meta, outcome, batch)
     if result is not None:
-        meta["phases"] = result.phases
-        meta["failures"].extend(result.failures)
         writer.write_json(
             "runtime/ort_config.json",
             {
@@ -435,29 +511,6 @@ def _finish(
             },
         )
         meta["backend"]["providers_active"] = result.providers_active
-    if outcome.telemetry is not None:
-        writer.write_table("system_events", outcome.telemetry)
-        meta["telemetry"] = outcome.telemetry_info
-
-    summary: dict[str, Any] = {"status": outcome.status}
-    if outcome.usage is not None:
-        summary["worker"] = {
-            "max_rss_bytes": int(outcome.usage["max_rss_bytes"]),
-            "cpu_user_s": outcome.usage["cpu_user_s"],
-            "cpu_system_s": outcome.usage["cpu_system_s"],
-            "wall_s": outcome.wall_ns / 1e9,
-        }
-    else:
-        summary["worker"] = None
-    iters_file = writer.path / "metrics" / "inference_iters.parquet"
-    if iters_file.is_file():
-        import pyarrow.parquet as pq
-
-        summary.update(summarize_iterations(pq.read_table(iters_file), batch))
-    else:
-        summary.update(
-            {"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []}
-        )
 
     mapping = None
     if result is not None and result.optimized_model:
@@ -486,6 +539,62 @@ def _finish(
             summary["profile"]["session_events_ms"] = {
                 k: v / 1e6 for k, v in profile.session_events.items()
             }
+    _finish_summary(writer, meta, outcome, summary)
+
+
+def _finish_common(
+    writer: BundleWriter, meta: dict[str, Any], outcome: LaunchOutcome, batch: int | None
+) -> dict[str, Any]:
+    """What every worker's end records: status, phases, telemetry, latency statistics."""
+    from aaco.analysis.stats import summarize_iterations
+
+    result = outcome.result
+    meta["status"] = outcome.status
+    meta["error"] = (
+        {"message": outcome.error, "stage": outcome.stage, "returncode": outcome.returncode}
+        if outcome.error
+        else None
+    )
+    meta["finished_utc"] = utc_now_iso()
+    meta["worker"] = {
+        "wall_s": outcome.wall_ns / 1e9,
+        "returncode": outcome.returncode,
+        **(outcome.usage or {}),
+    }
+    if result is not None:
+        meta["phases"] = result.phases
+        meta["failures"].extend(result.failures)
+    if outcome.telemetry is not None:
+        writer.write_table("system_events", outcome.telemetry)
+        meta["telemetry"] = outcome.telemetry_info
+
+    summary: dict[str, Any] = {"status": outcome.status}
+    if outcome.usage is not None:
+        summary["worker"] = {
+            "max_rss_bytes": int(outcome.usage["max_rss_bytes"]),
+            "cpu_user_s": outcome.usage["cpu_user_s"],
+            "cpu_system_s": outcome.usage["cpu_system_s"],
+            "wall_s": outcome.wall_ns / 1e9,
+        }
+    else:
+        summary["worker"] = None
+    iters_file = writer.path / "metrics" / "inference_iters.parquet"
+    if iters_file.is_file():
+        import pyarrow.parquet as pq
+
+        summary.update(summarize_iterations(pq.read_table(iters_file), batch))
+    else:
+        summary.update(
+            {"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []}
+        )
+    return summary
+
+
+def _finish_summary(
+    writer: BundleWriter, meta: dict[str, Any], outcome: LaunchOutcome, summary: dict[str, Any]
+) -> None:
+    from aaco.analysis.telemetry import summarize_system
+
     if "profile" not in summary:
         summary["profile"] = None
     if outcome.telemetry is not None and outcome.telemetry.num_rows:
@@ -496,6 +605,250 @@ def _finish(
     else:
         summary["telemetry"] = None
     writer.write_json("metrics/inference_summary.json", summary)
+
+
+def _graph_node_count(writer: BundleWriter) -> int | None:
+    """Node count of the original graph (for KAR), from model/model_meta.json."""
+    f = writer.path / "model" / "model_meta.json"
+    if not f.is_file():
+        return None
+    count = read_json(f).get("node_count")
+    return count if isinstance(count, int) else None
+
+
+def _ingest(bundle: Path, paths: list[Path], graph_node_count: int | None) -> dict[str, Any]:
+    from aaco.ingest import ingest_traces
+
+    return ingest_traces(bundle, paths, graph_node_count=graph_node_count)
+
+
+def _capture_kernels(
+    writer: BundleWriter, meta: dict[str, Any], opts: RunOptions, rocprofv3: str, attempt: Any
+) -> None:
+    """Re-run the profiled workload under rocprofv3 and import its kernel trace; a failure
+    is recorded (``kernel_capture``) and leaves the measured run as it is."""
+    from aaco.runners.rocprof import capture_kernels
+
+    capture = capture_kernels(writer.path, rocprofv3, opts.timeout_s)
+    meta["kernel_capture"] = capture.to_json()
+    if capture.status != "completed":
+        meta["failures"].append(
+            {"stage": "kernel_capture", "error": f"{capture.status}: {capture.error}"[:400]}
+        )
+        return
+    record = attempt(
+        "kernel_ingest",
+        _ingest,
+        writer.path,
+        [Path(capture.output_dir)],
+        _graph_node_count(writer),
+    )
+    if record is not None:
+        meta["kernel_capture"]["rows"] = record.get("rows")
+
+
+@dataclass(frozen=True)
+class TorchModelRef:
+    """A ``--model`` for ``--framework torch``: what the worker loads and how."""
+
+    spec: str  # as given
+    target: str  # module name, absolute .py path + ":function", or absolute .pt2 path
+    kind: str  # function | export
+    name: str
+
+
+def resolve_torch_model(spec: str, cwd: Path | None = None) -> TorchModelRef:
+    """Check a torch ``--model`` without importing torch or the user's code.
+
+    ``module:function`` (found on ``sys.path`` or in ``cwd``), ``file.py:function`` or a
+    ``.pt2`` file. Whether the function exists and what it returns is checked by the worker.
+    """
+    base = Path.cwd() if cwd is None else cwd
+    if spec.endswith(".pt2"):
+        p = (base / Path(spec).expanduser()).resolve()
+        if not p.is_file():
+            raise InputError(f"model file not found: {spec}")
+        return TorchModelRef(spec=spec, target=str(p), kind="export", name=p.stem)
+    where, sep, func = spec.rpartition(":")
+    if not sep or not where or not func.isidentifier():
+        raise UsageError(
+            f"--model {spec}: with --framework torch give module:function, "
+            "file.py:function or a saved torch.export program (.pt2)"
+        )
+    if where.endswith(".py") or "/" in where:
+        p = (base / Path(where).expanduser()).resolve()
+        if not p.is_file():
+            raise InputError(f"--model {spec}: file not found: {where}")
+        return TorchModelRef(spec=spec, target=f"{p}:{func}", kind="function", name=func)
+    saved = list(sys.path)
+    sys.path.insert(0, str(base))
+    try:
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError):
+        found = None
+    finally:
+        sys.path[:] = saved
+    if found is None:
+        raise InputError(f"--model {spec}: cannot import module {where!r}")
+    return TorchModelRef(spec=spec, target=spec, kind="function", name=func)
+
+
+def _run_torch(opts: RunOptions) -> Session:
+    """``aaco run --framework torch``: checks before any bundle exists, then the worker."""
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError(TORCH_MISSING)
+    device = opts.device or "cpu"
+    if not _TORCH_DEVICE.match(device):
+        raise UsageError(f"--device {device}: expected cpu, cuda or cuda:N")
+    if opts.profile_mode == "kernels" and device == "cpu":
+        raise UsageError(
+            "--profile kernels records GPU kernels; --device cpu runs none (use --device cuda, "
+            "where torch.profiler records the kernels with CUPTI or roctracer)"
+        )
+    ref = resolve_torch_model(opts.model)
+    if opts.batch is not None and ref.kind == "export":
+        raise UsageError(
+            "--batch does not apply to a saved torch.export program: its example inputs "
+            "fix the shapes"
+        )
+    warmup = opts.warmup if opts.warmup is not None else DEFAULT_WARMUP
+    iterations: int | None = None
+    if opts.duration_s is None:
+        iterations = opts.iterations or DEFAULT_ITERATIONS
+    writer = BundleWriter(opts.output)
+    try:
+        return _run_torch_into(writer, opts, ref, device, warmup, iterations)
+    except UsageError:
+        # The user's model or device was at fault (found by the worker): no bundle.
+        writer.discard()
+        raise
+    except BaseException:
+        _salvage(writer, sys.exc_info()[1])
+        raise
+
+
+def _run_torch_into(
+    writer: BundleWriter,
+    opts: RunOptions,
+    ref: TorchModelRef,
+    device: str,
+    warmup: int,
+    iterations: int | None,
+) -> Session:
+    model_json = {"name": ref.name, "path": ref.target, "source": f"torch-{ref.kind}"}
+    meta = _meta(
+        writer,
+        opts,
+        model_json,
+        {"name": "torch", "provider": device},
+        [],
+        warmup,
+        iterations,
+        None,
+    )
+    meta["run"]["device"] = device
+    meta["run"]["compile"] = opts.compile
+    meta["run"]["model_spec"] = ref.spec
+    profile_warmup = int(meta["run"]["profile_warmup"])
+    failures: list[dict[str, str]] = meta["failures"]
+    writer.write_json("session.json", meta)
+
+    def attempt(stage: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # a side product failed: record it, keep the run
+            failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
+            return None
+
+    from aaco.collectors.environment import capture_environment
+
+    env = attempt("environment", capture_environment, meta["command_line"], [])
+    if env is not None:
+        writer.write_json("env.json", env)
+        meta["fingerprint"] = env.get("fingerprint")
+    spec = TorchRunSpec(
+        model=ref.target,
+        model_kind=ref.kind,
+        device=device,
+        compile=opts.compile,
+        batch=opts.batch,
+        warmup=warmup,
+        iterations=iterations,
+        duration_s=opts.duration_s,
+        threads=opts.threads,
+        seed=opts.seed,
+        profile=opts.profile,
+        profile_warmup=profile_warmup,
+        profile_iterations=opts.profile_iterations,
+        bundle_dir=str(writer.path),
+        sys_path=(os.getcwd(),),
+    )
+    writer.write_json(SPEC_FILE, spec.to_json())
+    outcome = launch_worker(
+        writer.path,
+        "aaco.runners.torch",
+        timeout_s=opts.timeout_s,
+        telemetry_hz=opts.sample_hz if opts.telemetry else None,
+    )
+    result = outcome.result
+    if result is not None and result.stage == "load" and result.error:
+        if result.error_type == "InputError":
+            raise InputError(result.error)
+        if result.error_type == "UsageError":
+            raise UsageError(result.error)
+    _finish_torch(writer, meta, outcome, spec, attempt)
+    writer.write_json("session.json", meta)
+    writer.publish()
+    session = Session.load(writer.final_path)
+    _write_reports(session, meta)
+    return session
+
+
+def _finish_torch(
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    outcome: LaunchOutcome,
+    spec: TorchRunSpec,
+    attempt: Any,
+) -> None:
+    from aaco.runners.spec import TORCH_TRACE
+
+    result = outcome.result
+    batch: int | None = None
+    if result is not None:
+        batch = result.batch
+        if spec.batch is not None and batch != spec.batch:
+            batch = None  # --batch was passed on, but the inputs do not all lead with it
+        meta["run"]["inputs"] = result.inputs
+        meta["run"]["batch"] = batch
+        meta["run"]["batch_source"] = (
+            None if batch is None else ("--batch" if spec.batch else "inputs")
+        )
+        meta["run"]["torch"] = result.framework_info
+        compile_ms = result.compile_time_ns / 1e6 if result.compile_time_ns else None
+        meta["run"]["compile_ms"] = compile_ms
+        writer.write_json(
+            "runtime/torch_config.json",
+            {
+                **result.framework_info,
+                "model": spec.model,
+                "model_kind": spec.model_kind,
+                "model_load_ms": result.load_time_ns / 1e6 if result.load_time_ns else None,
+                "compile_ms": compile_ms,
+            },
+        )
+    summary = _finish_common(writer, meta, outcome, batch)
+    if result is not None and result.trace_file:
+        trace = writer.path / result.trace_file
+        record = attempt("trace_ingest", _ingest, writer.path, [trace], None)
+        summary["profile"] = {
+            "source": "torch.profiler",
+            "trace_file": TORCH_TRACE,
+            "profiled_iterations": spec.profile_iterations,
+            "rows": record.get("rows") if record else None,
+            "events": record.get("events") if record else None,
+        }
+    _finish_summary(writer, meta, outcome, summary)
 
 
 def _with_wall_times(runs: pa.Table, result: Any, skip: int) -> pa.Table:
@@ -537,4 +890,12 @@ def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
         pass
 
 
-__all__ = ["RunOptions", "resolve_model", "run_model"]
+__all__ = [
+    "FRAMEWORKS",
+    "PROFILE_MODES",
+    "RunOptions",
+    "TorchModelRef",
+    "resolve_model",
+    "resolve_torch_model",
+    "run_model",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from tests.onnx_models import conv_chain, f32, gelu_mlp, make_model, unnamed_cha
 from aaco.analysis.graph import load_model_proto, map_optimized_to_original, node_names
 from aaco.errors import InputError
 from aaco.importers.ort_profile import OrtProfile, parse_ort_profile
-from aaco.session.schema import OPS, ORT_RUNS
+from aaco.session.schema import KERNELS, MEMCPY, OPS, ORT_RUNS
 
 Level = ort.GraphOptimizationLevel
 Event = dict[str, Any]
@@ -508,4 +509,129 @@ def test_real_profile_cut_short_is_truncated(
     assert parse_ort_profile(path).runs.num_rows == 2
     cut = tmp_path / "cut.json"
     cut.write_text(text[: len(text) // 2])
+    _expect_input_error(cut, "truncated")
+
+
+# --------------------------------------------------------------------------- GPU Kernel events
+
+GPU_FIXTURES = Path(__file__).parent / "fixtures" / "ort"
+CONV_KERNEL = (
+    "_Z23implicit_convolve_sgemmIffLi128ELi5ELi5ELi3ELi3ELi3ELi1ELb0ELb0ELb1EEviiiPKT_iPT0_S2_"
+    "18kernel_conv_paramsyiffiS2_S5_bii"
+)
+
+
+def test_cuda_kernel_events_become_kernel_rows() -> None:
+    prof = parse_ort_profile(GPU_FIXTURES / "cuda_ep_profile.json")
+    k = prof.kernels
+    assert k.schema == KERNELS.schema
+    assert k.num_rows == 8
+    first = k.slice(0, 4).to_pylist()
+    assert [r["name"] for r in first] == [
+        CONV_KERNEL,
+        "_ZN11onnxruntime4cuda26_UnaryElementWiseSimpleNoPadIffNS0_6OP_ReluIfEEEEvPKT_PT0_T1_i",
+        "ampere_sgemm_32x32_sliced1x4_tn",
+        "_ZN11onnxruntime4cuda13_BinaryElementWiseIfffNS0_6OP_AddIfffEELb1ELb1ELi256ELi4EEEviPKT0_"
+        "PKT1_PT_RKT2_i",
+    ]
+    # start = the parent node's start (ORT's kernel ts is parent ts + 1, 2 ... us)
+    assert [r["start_ns"] for r in first] == [60_060_000, 60_160_000, 60_182_000, 60_182_000]
+    assert [r["dur_ns"] for r in first] == [31_000, 4_000, 9_000, 2_000]
+    assert [r["end_ns"] for r in first] == [60_091_000, 60_164_000, 60_191_000, 60_184_000]
+    assert [r["grid_x"] for r in first] == [16, 64, 1, 1]
+    assert [r["block_x"] for r in first] == [128, 256, 128, 256]
+    assert {(r["grid_y"], r["grid_z"], r["block_y"], r["block_z"]) for r in first} == {(1, 1, 1, 1)}
+    assert {r["stream"] for r in first} == {7}
+    assert {r["thread_id"] for r in first} == {31337}
+    assert {r["time_is_gpu"] for r in first} == {False}
+    assert {r["source"] for r in first} == {"onnxruntime"}
+    for col in ("device", "correlation_id", "external_id", "process_id", "family", "registers"):
+        assert k.column(col).null_count == 8, col
+    assert k.column("iteration").to_pylist() == [0] * 4 + [1] * 4
+    starts = [61_060_000, 61_160_000, 61_182_000, 61_182_000]
+    assert k.column("start_ns").to_pylist()[4:] == starts
+
+
+def test_cuda_copies_become_memcpy_rows_and_init_copies_are_dropped() -> None:
+    prof = parse_ort_profile(GPU_FIXTURES / "cuda_ep_profile.json", skip_runs=1)
+    c = prof.memcpy
+    assert c.schema == MEMCPY.schema
+    assert c.to_pylist() == [
+        {"source": "onnxruntime", "name": "MemcpyHostToDevice", "kind": "HtoD", "bytes": None,
+         "start_ns": 61_012_000, "end_ns": 61_015_000, "dur_ns": 3_000, "device": None,
+         "stream": 7, "src_device": None, "dst_device": None, "correlation_id": None,
+         "external_id": None, "iteration": 0},
+        {"source": "onnxruntime", "name": "MemcpyDeviceToHost", "kind": "DtoH", "bytes": None,
+         "start_ns": 61_226_000, "end_ns": 61_228_000, "dur_ns": 2_000, "device": None,
+         "stream": 7, "src_device": None, "dst_device": None, "correlation_id": None,
+         "external_id": None, "iteration": 0},
+    ]  # fmt: skip
+    assert prof.kernels.num_rows == 4  # the skipped run's kernels go with it
+    assert prof.kernels.column("iteration").to_pylist() == [0] * 4
+
+
+def test_rocm_kernel_events() -> None:
+    prof = parse_ort_profile(GPU_FIXTURES / "rocm_ep_profile.json")
+    k = prof.kernels.to_pylist()
+    stream = 0x55D0C1E3A2B0
+    assert [r["name"] for r in k] == [
+        "Cijk_Ailk_Bljk_SB_MT64x64x16_MI32x32x2x1_SN_1LDSB0_GRVW4",
+        "void onnxruntime::rocm::_UnaryElementWise<float>(float const*, float*, int)",
+    ]
+    assert [r["stream"] for r in k] == [stream, stream]
+    # ROCm grid sizes: blocks or work-items depending on the launch API, so unknown
+    assert [(r["grid_x"], r["grid_y"], r["grid_z"]) for r in k] == [(None, None, None)] * 2
+    assert [(r["block_x"], r["block_y"], r["block_z"]) for r in k] == [(256, 1, 1)] * 2
+    # parent by file order and op_name; the second kernel's op_name (Sigmoid) is not its
+    # preceding node's (Relu): no parent, its own ts, no thread
+    assert [(r["start_ns"], r["thread_id"]) for r in k] == [(90_050_000, 4712), (90_121_000, None)]
+    assert [r["iteration"] for r in k] == [0, 0]
+    c = prof.memcpy.select(["name", "kind", "bytes", "start_ns", "dur_ns", "stream"]).to_pylist()
+    assert c == [
+        {"name": "hipMemcpyAsync", "kind": "HtoD", "bytes": None, "start_ns": 90_011_000,
+         "dur_ns": 4_000, "stream": stream},
+        {"name": "hipMemsetAsync", "kind": "memset", "bytes": 2048, "start_ns": 90_050_000,
+         "dur_ns": 2_000, "stream": stream},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["cuda_ep_profile.json", "rocm_ep_profile.json"])
+def test_kernel_events_parse_the_same_in_any_layout(tmp_path: Path, name: str) -> None:
+    src = GPU_FIXTURES / name
+    fast = parse_ort_profile(src)
+    indented = tmp_path / "indented.json"
+    indented.write_text(json.dumps(json.loads(src.read_text()), indent=2))
+    slow = parse_ort_profile(indented)
+    assert slow.kernels.equals(fast.kernels)
+    assert slow.memcpy.equals(fast.memcpy)
+    assert slow.ops.equals(fast.ops)
+
+
+def test_parent_name_wins_over_file_order(tmp_path: Path) -> None:
+    events = [
+        {"cat": "Node", "name": "a_kernel_time", "ts": 10, "dur": 5, "tid": 3,
+         "args": {"op_name": "Add"}},
+        {"cat": "Node", "name": "b_kernel_time", "ts": 20, "dur": 5, "tid": 3,
+         "args": {"op_name": "Add"}},
+        # written after b but naming a (with ORT's event-name suffix)
+        {"cat": "Kernel", "name": "k", "ts": 21, "dur": 2, "pid": -1, "tid": -1,
+         "args": {"op_name": "Add", "parent_name": "a_kernel_time", "stream": "1"}},
+        {"cat": "Kernel", "name": "k2", "ts": 22, "dur": 2, "pid": -1, "tid": -1,
+         "args": {"op_name": "Add", "stream": "1"}},
+        {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
+    ]  # fmt: skip
+    path = tmp_path / "p.json"
+    path.write_text("[\n" + ",\n".join(_ort_line(e) for e in events) + "\n]\n")
+    k = parse_ort_profile(path).kernels
+    assert k.column("start_ns").to_pylist() == [10_000, 20_000]
+    assert k.column("thread_id").to_pylist() == [3, 3]
+
+
+def test_gzipped_profile(tmp_path: Path) -> None:
+    src = GPU_FIXTURES / "cuda_ep_profile.json"
+    gz = tmp_path / "p.json.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    assert parse_ort_profile(gz) == parse_ort_profile(src)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(src.read_bytes())[:-200])
     _expect_input_error(cut, "truncated")

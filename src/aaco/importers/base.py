@@ -136,9 +136,11 @@ def open_binary(path: Path) -> Any:
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     magic = f.read(2)
-    f.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")
+        f.close()
+        # GzipFile opened by name owns (and closes) its file.
+        return gzip.GzipFile(filename=path, mode="rb")
+    f.seek(0)
     return f
 
 

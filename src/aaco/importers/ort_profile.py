@@ -1,4 +1,4 @@
-"""Read an ONNX Runtime profile (`enable_profiling`) into the OPS and ORT_RUNS tables.
+"""Read an ONNX Runtime profile (`enable_profiling`) into OPS, ORT_RUNS, KERNELS and MEMCPY.
 
 The profile is a JSON array of Chrome-trace ``X`` events with ``ts``/``dur`` in microseconds
 from the start of profiling. ``cat:"Session"`` events named ``model_run`` bracket each
@@ -9,6 +9,22 @@ time, not by file order.
 ORT writes one event per line in a fixed layout; those lines are read with a regular
 expression and a few ``str.find`` calls, which is several times faster than decoding each
 event's ``args`` (mostly ``thread_scheduling_stats`` and memory counters nobody reads here).
+``cat:"Kernel"`` events come from builds with GPU profiling (CUDA EP built with
+``--enable_cuda_profiling``: CUPTI; ROCm EP: roctracer). ORT's GPU profiler writes each one
+right after the ``_kernel_time`` event of the node that launched it (matched by ORT's external
+correlation id, which is that node's start time), copies the node's ``op_name`` into it and
+rewrites its ``ts`` to the node's ``ts`` plus 1, 2, ... microseconds, so only ``dur`` is GPU
+time. Kernel rows therefore get ``time_is_gpu`` false, ``start_ns`` = the start of their parent
+node and ``thread_id`` = the node's thread: ``(iteration, thread_id, start_ns)`` names the
+parent node in OPS, which is how :mod:`aaco.analysis.attribution` ties them (method
+``parent_node``). The parent is the node named by ``parent_name`` when the event has that arg,
+else the node event just before it in the file when its ``op_name`` agrees.
+Copies (CUDA: ``MemcpyHostToDevice`` ...; ROCm: ``hipMemcpyAsync`` ... with ``src, dst, kind``)
+go to MEMCPY. CUDA streams are CUPTI stream ids; ROCm streams are ``hipStream_t`` pointers
+(``"0x..."``), kept as their integer value. ROCm grid sizes are null: ORT writes blocks for
+``hipLaunchKernel`` but work-items for ``hipExtModuleLaunchKernel`` and the event does not say
+which launch it was.
+
 A line the fast reader does not recognise is decoded as JSON, and a file not laid out one
 event per line is decoded one event at a time from 1 MiB chunks, so memory stays bounded by
 the columns kept, never by the size of the JSON text.
@@ -17,31 +33,34 @@ Example::
 
     prof = parse_ort_profile(Path("onnxruntime_profile.json"), skip_runs=1)
     prof.ops.group_by("op_type").aggregate([("dur_ns", "sum")])
+    prof.kernels.num_rows  # GPU kernels (CUDA/ROCm EP builds with GPU profiling)
 """
 
 from __future__ import annotations
 
 import bisect
+import gzip
+import io
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from aaco.errors import InputError
-from aaco.session.schema import OPS, ORT_RUNS
+from aaco.session.schema import KERNELS, MEMCPY, OPS, ORT_RUNS
 
 __all__ = ["SOURCE", "OrtProfile", "parse_ort_profile"]
 
 SOURCE = "onnxruntime"
 
 _KERNEL_SUFFIX = "_kernel_time"
-_SESSION_EVENTS = ("model_loading_uri", "session_initialization")
+_SESSION_EVENTS = ("model_loading_uri", "model_loading_array", "session_initialization")
 _CHUNK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
 _EXPECTED = "expected an ONNX Runtime profile (a JSON array of {ph, ts, name, ...} events)"
@@ -65,6 +84,40 @@ _STR_ARGS = (
 )
 _STR_KEYS = tuple((key, len(key)) for key in (f'"{k}" : "' for k in _STR_ARGS))
 _OP_NAME_KEY = _STR_KEYS[0][0]
+# Args of cat:"Kernel" events (gpu_profiler_common / cupti / roctracer managers), all text.
+_KERNEL_ARGS = (
+    "op_name",
+    "parent_name",
+    "stream",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "src",
+    "dst",
+    "kind",
+    "size",
+)
+_K_OP, _K_PARENT, _K_STREAM = 0, 1, 2
+_K_DIMS = slice(3, 9)
+_K_SRC, _K_DST, _K_KIND, _K_SIZE = 9, 10, 11, 12
+_KERNEL_KEYS = tuple((f'"{k}" : "', len(f'"{k}" : "')) for k in _KERNEL_ARGS)
+# CUPTI copy kinds as ORT's CUDA profiler names the events (GetMemcpyKindString).
+_CUDA_COPY_KINDS = {
+    "MemcpyHostToDevice": "HtoD",
+    "MemcpyDeviceToHost": "DtoH",
+    "MemcpyHostToDeviceArray": "HtoD",
+    "MemcpyDeviceArrayToHost": "DtoH",
+    "MemcpyDeviceArrayToDeviceArray": "DtoD",
+    "MemcpyDeviceArrayToDevice": "DtoD",
+    "MemcpyDeviceToDeviceArray": "DtoD",
+    "MemcpyDeviceToDevice": "DtoD",
+    "MemcpyHostToHost": "HtoH",
+}
+# hipMemcpyKind as ORT's roctracer manager writes it in the `kind` arg.
+_HIP_COPY_KINDS = {"H2D": "HtoD", "D2H": "DtoH", "D2D": "DtoD", "H2H": "HtoH"}
 _IN_SHAPE_KEY = '"input_type_shape" : '
 _OUT_SHAPE_KEY = '"output_type_shape" : '
 
@@ -77,12 +130,16 @@ class OrtProfile:
     then start. ``runs``: ORT_RUNS rows, one per kept ``model_run``. ``session_events``:
     durations in ns of ``model_loading_uri`` and ``session_initialization`` when the profile
     has them. ``run_count_total``: ``model_run`` events in the file, skipped ones included.
+    ``kernels`` / ``memcpy``: KERNELS / MEMCPY rows of the ``cat:"Kernel"`` events inside a
+    kept run (empty for CPU-only builds); see the module docstring for their times.
     """
 
     ops: pa.Table
     runs: pa.Table
     session_events: dict[str, int] = field(default_factory=dict)
     run_count_total: int = 0
+    kernels: pa.Table = field(default_factory=KERNELS.empty)
+    memcpy: pa.Table = field(default_factory=MEMCPY.empty)
 
 
 def parse_ort_profile(
@@ -126,6 +183,15 @@ class _Columns:
         self.out_shapes: list[str | None] = []
         self.run_spans: list[tuple[int, int]] = []
         self.session_events: dict[str, int] = {}
+        # cat:"Kernel" events: name, ORT ts/dur (ns), parent node (index into the node
+        # lists above, -1 when unknown) and the text args of _KERNEL_ARGS.
+        self.k_names: list[str] = []
+        self.k_starts: list[int] = []
+        self.k_durs: list[int] = []
+        self.k_parent: list[int] = []
+        self.k_args: tuple[list[str | None], ...] = tuple([] for _ in _KERNEL_ARGS)
+        self._last_node = -1
+        self._node_by_name: dict[str, int] = {}
 
     def line(self, line: str) -> bool:
         """Take one event line in ORT's own layout; False when the line is not in it."""
@@ -143,7 +209,7 @@ class _Columns:
             # expected and the line is left to the JSON decoder.
             if find(_OP_NAME_KEY, start) < 0:
                 return False
-            self.names.append(name[: -len(_KERNEL_SUFFIX)])
+            self._node_seen(name[: -len(_KERNEL_SUFFIX)])
             self.starts.append(int(ts) * 1000 if ts.isdigit() else _text_us_to_ns(ts))
             self.durs.append(int(dur) * 1000 if dur.isdigit() else _text_us_to_ns(dur))
             self.tids.append(int(tid))
@@ -158,6 +224,14 @@ class _Columns:
             self.out_shapes.append(sm.group() if sm else _find_shape(line, _OUT_SHAPE_KEY, start))
         elif cat == "Session":
             self._session(name, _text_us_to_ns(ts), _text_us_to_ns(dur))
+        elif cat == "Kernel":
+            start = m.end()
+            find = line.find
+            values: list[str | None] = []
+            for key, n in _KERNEL_KEYS:
+                i = find(key, start)
+                values.append(line[i + n : find('"', i + n)] if i >= 0 else None)
+            self._kernel(name, _text_us_to_ns(ts), _text_us_to_ns(dur), values)
         return True
 
     def event(self, ev: Any, number: int) -> None:
@@ -174,7 +248,7 @@ class _Columns:
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
-            self.names.append(name[: -len(_KERNEL_SUFFIX)])
+            self._node_seen(name[: -len(_KERNEL_SUFFIX)])
             self.starts.append(self._us_to_ns(ev["ts"], number))
             self.durs.append(self._us_to_ns(ev.get("dur", 0), number))
             tid = ev.get("tid")
@@ -187,7 +261,41 @@ class _Columns:
         elif cat == "Session":
             ts = self._us_to_ns(ev["ts"], number)
             self._session(name, ts, self._us_to_ns(ev.get("dur", 0), number))
-        # cat "Kernel" (GPU kernels under a node) and anything else: not this table's business
+        elif cat == "Kernel":
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                args = {}
+            values = [_arg_text(args.get(key)) for key in _KERNEL_ARGS]
+            ts = self._us_to_ns(ev["ts"], number)
+            self._kernel(name, ts, self._us_to_ns(ev.get("dur", 0), number), values)
+        # anything else (fences, other builds' categories): not read
+
+    def _node_seen(self, name: str) -> None:
+        """Record a node's name and remember it as the parent candidate of later kernels."""
+        index = len(self.names)
+        self.names.append(name)
+        self._last_node = index
+        self._node_by_name[name] = index
+
+    def _kernel(self, name: str, ts: int, dur: int, values: list[str | None]) -> None:
+        """Take one cat:"Kernel" event and resolve its parent node."""
+        op_name = values[_K_OP]
+        parent_name = values[_K_PARENT]
+        parent = -1
+        if parent_name:
+            if parent_name.endswith(_KERNEL_SUFFIX):
+                parent_name = parent_name[: -len(_KERNEL_SUFFIX)]
+            parent = self._node_by_name.get(parent_name, -1)
+        elif op_name and self._last_node >= 0 and self.str_args[0][self._last_node] == op_name:
+            # ORT writes a kernel right after its node's event and copies the node's op_name
+            # into it; an empty op_name means ORT found no node for it.
+            parent = self._last_node
+        self.k_names.append(name)
+        self.k_starts.append(ts)
+        self.k_durs.append(dur)
+        self.k_parent.append(parent)
+        for col, value in zip(self.k_args, values, strict=True):
+            col.append(value)
 
     def _session(self, name: str, ts: int, dur: int) -> None:
         if name == "model_run":
@@ -277,24 +385,96 @@ class _Columns:
                 "wall_ns": [None] * len(kept_runs),
             }
         )
+        kernels, memcpy = self._gpu_tables(keep, iterations, run_spans, max_end, skip_runs)
         return OrtProfile(
             ops=ops,
             runs=runs,
             session_events=dict(self.session_events),
             run_count_total=len(run_spans),
+            kernels=kernels,
+            memcpy=memcpy,
         )
+
+    def _gpu_tables(
+        self,
+        keep: list[int],
+        iterations: list[int],
+        run_spans: list[tuple[int, int]],
+        max_end: list[int],
+        skip_runs: int,
+    ) -> tuple[pa.Table, pa.Table]:
+        """KERNELS and MEMCPY rows of the Kernel events whose node (or time) is in a kept run."""
+        if not self.k_names:
+            return KERNELS.empty(), MEMCPY.empty()
+        run_starts = [s for s, _ in run_spans]
+        run_ends = [s + d for s, d in run_spans]
+        node_iter = [-1] * len(self.names)
+        for i, it in zip(keep, iterations, strict=True):
+            node_iter[i] = it
+        kern: dict[str, list[Any]] = {k: [] for k in _KERNEL_LISTS}
+        dims: tuple[list[str | None], ...] = tuple([] for _ in range(6))
+        copy: dict[str, list[Any]] = {k: [] for k in _COPY_LISTS}
+        args = self.k_args
+        for j, name in enumerate(self.k_names):
+            parent = self.k_parent[j]
+            tid: int | None = None
+            if parent >= 0:
+                iteration = node_iter[parent]
+                start = self.starts[parent]
+                tid = self.tids[parent]
+            else:
+                run = _enclosing_run(self.k_starts[j], run_starts, run_ends, max_end)
+                iteration = run - skip_runs if run >= skip_runs else -1
+                start = self.k_starts[j]
+            if iteration < 0:
+                continue  # outside every kept run: session-init copies, skipped runs
+            stream_text = args[_K_STREAM][j]
+            kind = _copy_kind(name, args[_K_KIND][j], args[_K_SRC][j], args[_K_DST][j])
+            if kind is not None:
+                for key, value in zip(
+                    _COPY_LISTS,
+                    (
+                        name,
+                        kind,
+                        args[_K_SIZE][j],
+                        start,
+                        self.k_durs[j],
+                        _stream_id(stream_text),
+                        iteration,
+                    ),
+                    strict=True,
+                ):
+                    copy[key].append(value)
+                continue
+            rocm = stream_text is not None and stream_text[:2] in ("0x", "0X")
+            for key, value in zip(
+                _KERNEL_LISTS,
+                (name, start, self.k_durs[j], iteration, tid, _stream_id(stream_text), rocm),
+                strict=True,
+            ):
+                kern[key].append(value)
+            for col, values in zip(dims, args[_K_DIMS], strict=True):
+                col.append(values[j])
+        return _kernels_table(kern, dims), _memcpy_table(copy)
 
 
 def _read(path: Path) -> _Columns:
     """Fill columns from ``path``: line by line when ORT's layout allows, else by decoding."""
     try:
-        f = path.open(encoding="utf-8")
+        raw: IO[bytes] = path.open("rb")
+        if raw.read(2) == b"\x1f\x8b":
+            raw.close()
+            # A gzipped profile (as `aaco import` accepts traces): decompressed as it is read.
+            raw = cast(IO[bytes], gzip.GzipFile(filename=path, mode="rb"))
+        else:
+            raw.seek(0)
     except FileNotFoundError:
         raise InputError(f"{path}: no such ONNX Runtime profile") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, {_EXPECTED}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    f = io.TextIOWrapper(raw, encoding="utf-8")
     try:
         with f:
             cols = _read_lines(path, f)
@@ -307,6 +487,10 @@ def _read(path: Path) -> _Columns:
             return cols
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text, {_EXPECTED}") from None
+    except EOFError:
+        raise _truncated(path) from None
+    except gzip.BadGzipFile:
+        raise InputError(f"{path}: corrupt gzip data, {_EXPECTED}") from None
 
 
 def _read_lines(path: Path, f: IO[str]) -> _Columns | None:
@@ -499,3 +683,120 @@ def _opt_int(value: str | None, bits: int) -> int | None:
     except ValueError:
         return None
     return number if -(1 << bits) <= number < (1 << bits) else None
+
+
+_KERNEL_LISTS = ("name", "start", "dur", "iteration", "thread", "stream", "rocm")
+_COPY_LISTS = ("name", "kind", "bytes", "start", "dur", "stream", "iteration")
+
+
+def _kernels_table(k: dict[str, list[Any]], dims: tuple[list[str | None], ...]) -> pa.Table:
+    n = len(k["name"])
+    starts = pa.array(k["start"], type=pa.int64())
+    durs = pa.array(k["dur"], type=pa.int64())
+    dim_cols = [_dim_column(values) for values in dims]
+    # ROCm grid values are blocks (hipLaunchKernel) or work-items (hipExtModuleLaunchKernel)
+    # and the event does not say which: unknown.
+    rocm = pa.array(k["rocm"], type=pa.bool_())
+    grid = [pc.if_else(rocm, pa.scalar(None, pa.int64()), c) for c in dim_cols[:3]]
+    i64 = pa.nulls(n, pa.int64())
+    i32 = pa.nulls(n, pa.int32())
+    text = pa.nulls(n, pa.string())
+    return KERNELS.from_columns(
+        {
+            "source": [SOURCE] * n,
+            "name": k["name"],
+            "short_name": text,
+            "family": text,
+            "library": text,
+            "dtype": text,
+            "start_ns": starts,
+            "end_ns": pc.add(starts, durs),
+            "dur_ns": durs,
+            "time_is_gpu": [False] * n,
+            "device": i32,
+            "stream": k["stream"],
+            "queue": i64,
+            "correlation_id": i64,
+            "external_id": i64,
+            "dispatch_id": i64,
+            "process_id": i64,
+            "thread_id": k["thread"],
+            "grid_x": grid[0],
+            "grid_y": grid[1],
+            "grid_z": grid[2],
+            "block_x": dim_cols[3],
+            "block_y": dim_cols[4],
+            "block_z": dim_cols[5],
+            "registers": i32,
+            "accum_vgpr": i32,
+            "sgpr": i32,
+            "shared_bytes": i64,
+            "scratch_bytes": i64,
+            "iteration": k["iteration"],
+        }
+    )
+
+
+def _memcpy_table(c: dict[str, list[Any]]) -> pa.Table:
+    n = len(c["name"])
+    starts = pa.array(c["start"], type=pa.int64())
+    durs = pa.array(c["dur"], type=pa.int64())
+    i64 = pa.nulls(n, pa.int64())
+    i32 = pa.nulls(n, pa.int32())
+    return MEMCPY.from_columns(
+        {
+            "source": [SOURCE] * n,
+            "name": c["name"],
+            "kind": c["kind"],
+            "bytes": _int_column(c["bytes"], pa.int64()),
+            "start_ns": starts,
+            "end_ns": pc.add(starts, durs),
+            "dur_ns": durs,
+            "device": i32,
+            "stream": c["stream"],
+            # ORT's src/dst args are pointers, not devices
+            "src_device": i32,
+            "dst_device": i32,
+            "correlation_id": i64,
+            "external_id": i64,
+            "iteration": c["iteration"],
+        }
+    )
+
+
+def _arg_text(value: Any) -> str | None:
+    """A Kernel event arg as the text ORT wrote (it writes every one as a string)."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _stream_id(text: str | None) -> int | None:
+    """CUDA stream id ("7") or ROCm hipStream_t pointer ("0x5581c2a0") as an integer."""
+    if not text:
+        return None
+    try:
+        value = int(text, 16) if text[:2] in ("0x", "0X") else int(text)
+    except ValueError:
+        return None
+    return value if -(1 << 63) <= value < (1 << 63) else None
+
+
+def _copy_kind(name: str, kind: str | None, src: str | None, dst: str | None) -> str | None:
+    """MEMCPY kind of a Kernel event that is a copy or memset; None for a real kernel."""
+    cuda = _CUDA_COPY_KINDS.get(name)
+    if cuda is not None:
+        return cuda
+    if name.startswith("hipMemset"):
+        return "memset"
+    if name.startswith("hipMemcpy") or kind is not None or src is not None or dst is not None:
+        return _HIP_COPY_KINDS.get(kind or "", "unknown")
+    if name == "<unknown>":  # a CUPTI copy kind ORT's profiler has no name for
+        return "unknown"
+    return None
+
+
+def _dim_column(values: list[str | None]) -> pa.Array:
+    """Grid/block sizes as int64; ORT writes -1 there for copies: null, not a size."""
+    col = _int_column(values, pa.int64())
+    return pc.if_else(pc.less(col, 0), pa.scalar(None, pa.int64()), col)

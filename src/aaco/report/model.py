@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from aaco.analysis.ops import op_aggregates
 from aaco.session.bundle import Session
 
@@ -14,10 +17,26 @@ REPORT_SCHEMA_VERSION = 1
 TOP_N = 15
 
 
+def report_ops(ops: pa.Table) -> pa.Table:
+    """The operator rows the report ranks: ONNX Runtime nodes when there are any; otherwise
+    framework ops at the top of their thread's nesting (``aten::linear``, not the
+    ``aten::addmm`` inside it), so that shares add up to 100 % of operator time."""
+    sources = set(pc.unique(ops.column("source")).to_pylist())
+    if "onnxruntime" in sources:
+        return (
+            ops.filter(pc.equal(ops.column("source"), "onnxruntime")) if len(sources) > 1 else ops
+        )
+    from aaco.analysis.attribution import outermost_ops
+
+    rows = pa.array(range(ops.num_rows), pa.int64())
+    return ops.filter(pc.equal(outermost_ops(ops), rows))
+
+
 def _top_ops(session: Session, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return [], []
+    ops = report_ops(ops)
     originals: dict[str, list[str] | None] = {}
     sub = ops.select(["node_name", "original_nodes"]).to_pylist()
     for row in sub:
@@ -49,6 +68,97 @@ def _top_ops(session: Session, n: int) -> tuple[list[dict[str, Any]], list[dict[
         for r in op_aggregates(ops, "op_type").to_pylist()
     ]
     return top, by_type
+
+
+def _ms(ns: Any) -> float | None:
+    return None if ns is None else float(ns) / 1e6
+
+
+def _kernel_rows(table: pa.Table, key: str, n: int) -> list[dict[str, Any]]:
+    rows = table.slice(0, n).to_pylist()
+    return [
+        {
+            key: r[key],
+            **(
+                {"short_name": r.get("short_name"), "family": r.get("family")}
+                if key == "name"
+                else {}
+            ),
+            "total_ms": r["total_ns"] / 1e6,
+            "pct": r["share"] * 100.0,
+            "calls": r["count"],
+            "avg_us": r["mean_ns"] / 1e3,
+            "min_us": r["min_ns"] / 1e3,
+            "max_us": r["max_ns"] / 1e3,
+        }
+        for r in rows
+    ]
+
+
+def _op_kernel_groups(session: Session, n: int) -> list[dict[str, Any]]:
+    groups = session.table("kernel_groups")
+    if groups is None or groups.num_rows == 0:
+        return []
+    order = pc.sort_indices(groups, [("gpu_time_ns", "descending")])
+    rows = groups.take(order).slice(0, n).to_pylist()
+    return [
+        {
+            "op_name": r["op_name"],
+            "op_type": r["op_type"],
+            "op_calls": r["op_calls"],
+            "kernel_count": r["kernel_count"],
+            "kernels_per_call": r["kernels_per_call"],
+            "gpu_ms": _ms(r["gpu_time_ns"]),
+            "cpu_ms": _ms(r["cpu_time_ns"]),
+            "launch_overhead_ms": _ms(r["launch_overhead_ns"]),
+            "top_kernel": r["top_kernel"],
+        }
+        for r in rows
+    ]
+
+
+#: keys of ``derived_metrics.json`` copied into the report's ``metrics`` object
+METRIC_KEYS = (
+    "gpu_active_ratio",
+    "kar",
+    "microkernel_pct",
+    "launch_rate_per_s",
+    "launch_tax_score",
+    "kernel_count",
+    "kernels_per_iteration",
+)
+
+
+def kernel_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
+    """Kernel-level keys of the report; empty lists / nulls when the bundle has no trace."""
+    from aaco.analysis.timeline import kernel_summary
+    from aaco.ingest import ATTRIBUTION_SUMMARY_FILE, DERIVED_METRICS_FILE
+
+    kernels = session.table("kernels")
+    derived = session.json_file(DERIVED_METRICS_FILE) or {}
+    has = kernels is not None and kernels.num_rows > 0
+    return {
+        "metrics": {k: derived.get(k) for k in METRIC_KEYS} if derived else None,
+        "top_kernels": _kernel_rows(kernel_summary(kernels, by="name"), "name", top_n)
+        if has and kernels is not None
+        else [],
+        "kernel_families": _kernel_rows(kernel_summary(kernels, by="family"), "family", 20)
+        if has and kernels is not None
+        else [],
+        "temporal_breakdown": derived.get("temporal_breakdown"),
+        "idle_breakdown": derived.get("idle_breakdown"),
+        "launch_stats": derived.get("launch_stats"),
+        "attribution": session.json_file(ATTRIBUTION_SUMMARY_FILE),
+        "top_op_kernels": _op_kernel_groups(session, top_n),
+        "trace_window": derived.get("window"),
+    }
+
+
+def _op_iterations(session: Session) -> int | None:
+    ops = session.ops()
+    if ops is None or ops.num_rows == 0:
+        return None
+    return len(pc.unique(ops.column("iteration")).drop_null()) or None
 
 
 COVERAGE_TOLERANCE = 0.15
@@ -137,9 +247,11 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
             "profile": summary.get("profile"),
         },
         "top_ops": top,
+        "op_iterations": _op_iterations(session),
         "top_op_types": by_type,
         "telemetry": summary.get("telemetry"),
         "worker": summary.get("worker"),
         "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
+        **kernel_section(session, top_n),
         "warnings": warnings,
     }

@@ -136,9 +136,10 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
         else:
             why = "the profiled pass recorded no operator executions (see warnings)"
         return Text(f"operators: {why}", style="dim")
-    n_iter = prof.get("profiled_iterations") if prof else None
+    n_iter = (prof.get("profiled_iterations") if prof else None) or r.get("op_iterations")
+    where = "profiled pass" if prof else "trace, top-level ops"
     t = Table(
-        title=f"Top operators (profiled pass, {n_iter} iterations)",
+        title=f"Top operators ({where}, {n_iter or 'unknown'} iterations)",
         title_justify="left",
         show_edge=False,
         pad_edge=False,
@@ -190,6 +191,8 @@ def _coverage(r: dict[str, Any]) -> Text:
 
 def _telemetry(r: dict[str, Any]) -> Text:
     tel = r.get("telemetry")
+    if not tel and (r.get("requested") or {}).get("profile") == "imported":
+        return Text("telemetry: none (imported trace)", style="dim")
     if not tel:
         if (r.get("requested") or {}).get("telemetry") is False:
             return Text("telemetry: not requested (run without --no-telemetry)", style="dim")
@@ -211,6 +214,154 @@ def _telemetry(r: dict[str, Any]) -> Text:
         f"CPU freq {num(tel.get('cpu_freq_mhz_mean'), '.0f', ' MHz')} "
         f"({tel.get('samples')} samples, {scope})"
     )
+
+
+def _us(ns: float | None) -> str:
+    return "unknown" if ns is None else f"{ns / 1e3:.1f} µs"
+
+
+def _pct(v: float | None, scale: float = 1.0) -> str:
+    return "unknown" if v is None else f"{v * scale:.1f}%"
+
+
+def _kernel_metrics(r: dict[str, Any]) -> Text:
+    m = r.get("metrics")
+    if not m:
+        return Text("")
+    per = m.get("kernels_per_iteration") or {}
+    txt = Text()
+    txt.append("GPU kernels ", style="bold")
+    txt.append(f"{m.get('kernel_count', 0):,} kernels")
+    if per.get("iterations"):
+        cv = per.get("cv")
+        txt.append(
+            f", {per['mean']:.1f}/iteration over {per['iterations']} iterations"
+            + (f" (cv {cv * 100:.1f}%)" if cv is not None else "")
+        )
+    txt.append(f"\nGPU active {_pct(m.get('gpu_active_ratio'), 100)}")
+    kar = m.get("kar")
+    txt.append(f", KAR {'unknown' if kar is None else format(kar, '.2f')} kernels/graph node")
+    txt.append(f", microkernels {_pct(m.get('microkernel_pct'))}")
+    rate = m.get("launch_rate_per_s")
+    txt.append(f", launch rate {'unknown' if rate is None else format(rate, ',.0f') + '/s'}")
+    tax = m.get("launch_tax_score")
+    txt.append(f", launch tax {'unknown' if tax is None else format(tax, '.2f')}")
+    return txt
+
+
+def _gpu_time(r: dict[str, Any]) -> Text:
+    txt = Text()
+    for row in r.get("temporal_breakdown") or []:
+        dev = "?" if row.get("device") is None else row["device"]
+        txt.append(
+            f"GPU {dev} time  compute {_pct(row.get('compute_pct'))}, "
+            f"non-compute {_pct(row.get('non_compute_pct'))}, idle {_pct(row.get('idle_pct'))} "
+            f"of {fmt_ms((row.get('total_ns') or 0) / 1e6)} ms\n"
+        )
+    idle = r.get("idle_breakdown") or []
+    total = sum(x.get("idle_ns") or 0 for x in idle)
+    if total:
+        parts = [
+            f"{label} {sum(x.get(k) or 0 for x in idle) / total:.0%}"
+            for label, k in (
+                ("host wait", "host_wait_ns"),
+                ("kernel wait", "kernel_wait_ns"),
+                ("other", "other_ns"),
+            )
+        ]
+        txt.append(f"idle causes {', '.join(parts)} ({len(idle)} streams)\n")
+    ls = r.get("launch_stats")
+    if ls and ls.get("matched"):
+        d, c = ls.get("launch_delay_ns") or {}, ls.get("cpu_launch_ns") or {}
+        short = ls.get("short_kernels") or {}
+        txt.append(
+            f"launches    delay p50 {_us(d.get('p50'))} p95 {_us(d.get('p95'))}, "
+            f"CPU launch p50 {_us(c.get('p50'))}, short kernels {_pct(short.get('share'), 100)} "
+            f"(GPU time < launch time), {ls['matched']:,} launches matched\n"
+        )
+    att = r.get("attribution")
+    if att and att.get("kernels"):
+        methods = ", ".join(
+            f"{name} {v['kernels']:,}" for name, v in (att.get("by_method") or {}).items()
+        )
+        txt.append(
+            f"attribution {_pct(att.get('kernels_attributed_fraction'), 100)} of kernels "
+            f"({_pct(att.get('gpu_time_attributed_share'), 100)} of GPU time) tied to an "
+            f"operator" + (f": {methods}" if methods else "")
+        )
+    return txt
+
+
+def _top_kernels(r: dict[str, Any]) -> Table | Text:
+    top = r.get("top_kernels") or []
+    if not top:
+        return Text("")
+    t = Table(title="Top kernels", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("kernel", no_wrap=True)
+    t.add_column("family")
+    t.add_column("total ms", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("", no_wrap=True)
+    t.add_column("calls", justify="right")
+    t.add_column("avg µs", justify="right")
+    top_pct = max((k["pct"] for k in top), default=0.0) or 1.0
+    for k in top:
+        name = k.get("short_name") or k["name"]
+        if len(name) > 56:
+            name = name[:55] + "…"
+        t.add_row(
+            escape(name),
+            escape(k.get("family") or "?"),
+            fmt_ms(k["total_ms"]),
+            f"{k['pct']:.1f}%",
+            Text(bar(k["pct"] / top_pct * 100), style="magenta"),
+            f"{k['calls']:,}",
+            f"{k['avg_us']:.1f}",
+        )
+    return t
+
+
+def _families(r: dict[str, Any]) -> Text:
+    fams = r.get("kernel_families") or []
+    if not fams:
+        return Text("")
+    return Text(
+        "by family: " + ", ".join(f"{f['family']} {f['pct']:.0f}%" for f in fams[:10]),
+        style="dim",
+    )
+
+
+def _op_kernels(r: dict[str, Any]) -> Table | Text:
+    groups = r.get("top_op_kernels") or []
+    if not groups:
+        return Text("")
+    t = Table(
+        title="Operators by GPU time (kernels attributed to them)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    t.add_column("operator", no_wrap=True)
+    t.add_column("calls", justify="right")
+    t.add_column("kernels/call", justify="right")
+    t.add_column("GPU ms", justify="right")
+    t.add_column("CPU ms", justify="right")
+    t.add_column("launch ms", justify="right")
+    t.add_column("top kernel", no_wrap=True)
+    for g in groups:
+        name = g["op_name"] or "?"
+        top = g.get("top_kernel") or ""
+        kpc = g.get("kernels_per_call")
+        t.add_row(
+            escape(name if len(name) <= 40 else "…" + name[-39:]),
+            f"{g['op_calls']:,}",
+            "unknown" if kpc is None else f"{kpc:.1f}",
+            fmt_ms(g["gpu_ms"]),
+            fmt_ms(g["cpu_ms"]),
+            fmt_ms(g["launch_overhead_ms"]),
+            escape(top if len(top) <= 40 else top[:39] + "…"),
+        )
+    return t
 
 
 def _warnings(r: dict[str, Any]) -> Text:
@@ -235,6 +386,22 @@ def render_text(renderable: RenderableType, width: int = 110, color: bool = Fals
     return buf.getvalue()
 
 
+def _kernel_parts(r: dict[str, Any]) -> list[RenderableType]:
+    if not r.get("metrics") and not r.get("top_kernels"):
+        return []
+    if not (r.get("metrics") or {}).get("kernel_count"):
+        return [Text("GPU kernels: none in this trace", style="dim"), Text("")]
+    return [
+        _kernel_metrics(r),
+        _gpu_time(r),
+        _top_kernels(r),
+        _families(r),
+        Text(""),
+        _op_kernels(r),
+        Text(""),
+    ]
+
+
 def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
     """Render a report model to terminal text (ANSI styles only when ``color``)."""
     parts = [
@@ -246,6 +413,7 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         _op_types(report),
         _coverage(report),
         Text(""),
+        *_kernel_parts(report),
         _telemetry(report),
         _warnings(report),
     ]

@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from aaco.runners.spec import LOG_FILE, PROGRESS_FILE, RESULT_FILE, WorkerResult
+from aaco.runners.spec import MEASURE_FILES, WorkerFiles, WorkerResult
 from aaco.session.bundle import STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT
 
 
@@ -33,9 +34,9 @@ class LaunchOutcome:
     usage: dict[str, float] | None = None
 
 
-def _last_stage(bundle_dir: Path) -> str | None:
+def _last_stage(bundle_dir: Path, files: WorkerFiles) -> str | None:
     try:
-        lines = (bundle_dir / PROGRESS_FILE).read_text().splitlines()
+        lines = (bundle_dir / files.progress).read_text().splitlines()
     except OSError:
         return None
     for line in reversed(lines):
@@ -46,10 +47,10 @@ def _last_stage(bundle_dir: Path) -> str | None:
     return None
 
 
-def _log_tail(bundle_dir: Path, n: int = 3) -> str:
+def _log_tail(bundle_dir: Path, files: WorkerFiles, n: int = 3) -> str:
     try:
         lines = [
-            ln.strip() for ln in (bundle_dir / LOG_FILE).read_text(errors="replace").splitlines()
+            ln.strip() for ln in (bundle_dir / files.log).read_text(errors="replace").splitlines()
         ]
     except OSError:
         return ""
@@ -97,20 +98,24 @@ def launch_worker(
     module: str,
     timeout_s: float | None,
     telemetry_hz: float | None,
+    *,
+    wrapper: Sequence[str] = (),
+    files: WorkerFiles = MEASURE_FILES,
 ) -> LaunchOutcome:
-    """Run ``python -m <module> <bundle_dir>`` and wait, sampling telemetry about it.
+    """Run ``[*wrapper] python -m <module> <bundle_dir>`` and wait, sampling telemetry about it.
 
     The worker runs in its own process group so a timeout kills it with every thread and
-    child it started. Its stdout and stderr go to ``runtime/worker.log``.
+    child it started (a ``wrapper`` such as rocprofv3 included). Its stdout and stderr go
+    to ``files.log`` (``runtime/worker.log``); it reports in ``files.result``.
     """
-    log_path = bundle_dir / LOG_FILE
+    log_path = bundle_dir / files.log
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     start = time.perf_counter_ns()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(bundle_dir)],
+            [*wrapper, sys.executable, "-m", module, str(bundle_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -149,12 +154,12 @@ def launch_worker(
             "stopped_reason": sampler.stopped_reason,
         }
     result = None
-    if (bundle_dir / RESULT_FILE).is_file():
+    if (bundle_dir / files.result).is_file():
         try:
-            result = WorkerResult.from_json(json.loads((bundle_dir / RESULT_FILE).read_text()))
+            result = WorkerResult.from_json(json.loads((bundle_dir / files.result).read_text()))
         except (OSError, ValueError, TypeError):
             result = None
-    stage = result.stage if result is not None else _last_stage(bundle_dir)
+    stage = result.stage if result is not None else _last_stage(bundle_dir, files)
     rc = proc.returncode
     if timed_out:
         status = STATUS_TIMEOUT
@@ -175,7 +180,7 @@ def launch_worker(
         status = STATUS_FAILED
         error = f"worker killed by {signame} during stage '{stage or 'start'}'{hint}"
     else:
-        tail = _log_tail(bundle_dir)
+        tail = _log_tail(bundle_dir, files)
         status = STATUS_FAILED
         error = f"worker exited with code {rc} during stage '{stage or 'start'}'" + (
             f": {tail}" if tail else ""

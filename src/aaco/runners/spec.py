@@ -1,4 +1,9 @@
-"""What a worker is asked to run, and what it reports back: plain JSON both ways."""
+"""What a worker is asked to run, and what it reports back: plain JSON both ways.
+
+Two kinds of spec share ``runtime/worker_spec.json``: :class:`RunSpec` (ONNX Runtime, read by
+:mod:`aaco.runners.ort` and by the rocprofv3 capture worker :mod:`aaco.runners.rocprof`) and
+:class:`TorchRunSpec` (PyTorch, read by :mod:`aaco.runners.torch`).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,29 @@ PROFILE_DIR = "profiler/ort_profile_raw"
 OPTIMIZED_MODEL = "model/optimized.onnx"
 # Initializers of the optimized graph go to this file next to it; the parent deletes it.
 OPTIMIZED_WEIGHTS = "optimized.weights"
+#: the PyTorch profiler's Chrome trace (gzip), written by the torch worker
+TORCH_TRACE = "profiler/torch_trace.json.gz"
+
+
+@dataclass(frozen=True)
+class WorkerFiles:
+    """Where one worker reports: its result, its stage-by-stage progress and its log.
+
+    The measuring worker and a later capture worker (rocprofv3) run in the same bundle, so
+    each gets its own files and the second cannot overwrite the first's account.
+    """
+
+    result: str = RESULT_FILE
+    progress: str = PROGRESS_FILE
+    log: str = LOG_FILE
+
+
+MEASURE_FILES = WorkerFiles()
+CAPTURE_FILES = WorkerFiles(
+    result="runtime/capture_result.json",
+    progress="runtime/capture_progress.jsonl",
+    log="runtime/capture.log",
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,45 @@ class RunSpec:
         )
 
 
+@dataclass(frozen=True)
+class TorchRunSpec:
+    """What the PyTorch worker runs; the parent has checked what it can without torch.
+
+    ``model`` is ``module:function``, ``file.py:function`` or a ``.pt2`` path; ``model_kind``
+    says which (``function`` or ``export``). ``sys_path`` is prepended to the worker's
+    ``sys.path`` so a module next to the user's working directory imports as it would there.
+    """
+
+    model: str
+    model_kind: str  # function | export
+    device: str
+    compile: bool
+    batch: int | None
+    warmup: int
+    iterations: int | None
+    duration_s: float | None
+    threads: int | None
+    seed: int
+    profile: bool
+    profile_warmup: int
+    profile_iterations: int
+    bundle_dir: str
+    sys_path: tuple[str, ...] = ()
+    framework: str = "torch"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sys_path"] = list(self.sys_path)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TorchRunSpec:
+        known = set(cls.__dataclass_fields__)
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["sys_path"] = tuple(kw.get("sys_path", ()))
+        return cls(**kw)
+
+
 @dataclass
 class WorkerResult:
     """The worker's own account of the run; the parent adds what it saw from outside."""
@@ -92,6 +159,12 @@ class WorkerResult:
     optimized_model: str | None = None
     load_time_ns: int | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
+    # PyTorch worker only: versions and device, the first (compiling) call, inputs seen
+    framework_info: dict[str, Any] = field(default_factory=dict)
+    compile_time_ns: int | None = None
+    trace_file: str | None = None
+    batch: int | None = None
+    inputs: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

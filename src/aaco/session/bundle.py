@@ -24,9 +24,11 @@ Format history:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -279,6 +281,12 @@ class BundleWriter:
     def write_table(self, name: str, table: pa.Table) -> None:
         spec = _spec(name)
         write_table(self.file(spec.path), spec.conform(table))
+
+    def discard(self) -> None:
+        """Remove the staging folder: nothing worth keeping was produced (bad input)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()  # the day folder, when this was its only entry
 
     def publish(self) -> Path:
         """Rename the staging folder into place and point ``latest`` at it."""

@@ -1,0 +1,164 @@
+"""Kineto trace import: AACO against Holistic Trace Analysis (HTA) on the same generated trace.
+
+Generates (bench/gen_kineto_trace.py, seeded) a CUDA-flavour trace in Kineto's layout, then
+runs each tool in its own fresh subprocess and measures wall time and peak RSS
+(``ru_maxrss``), also RSS growth over the process's baseline after its imports:
+
+* AACO: :func:`aaco_job` (``KinetoImporter().read``; the analysis joins it later).
+* HTA: ``TraceAnalysis(trace_dir=...)`` + ``get_temporal_breakdown(visualize=False)`` under
+  ``/tmp/hta-venv/bin/python`` (skipped with a message when that interpreter is missing).
+
+Usage::
+
+    python bench/bench_kineto.py [--events 216000] [--keep DIR] [--no-hta]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+HTA_PYTHON = Path(os.environ.get("AACO_HTA_PYTHON", "/tmp/hta-venv/bin/python"))
+
+
+def aaco_job(path: Path) -> dict[str, Any]:
+    """The timed AACO work on one trace: import + the full analysis `aaco import` runs
+    (kernel classification, op->kernel attribution, kernel groups, derived metrics with
+    the temporal/idle breakdowns and launch statistics)."""
+    from aaco.importers.kineto import KinetoImporter
+    from aaco.ingest import analyze_trace
+
+    tables = KinetoImporter().read(path)
+    analyzed = analyze_trace(tables)
+    return {
+        "rows": tables.event_count,
+        "kernels": tables.kernels.num_rows,
+        "temporal_breakdown": analyzed.metrics["temporal_breakdown"],
+        "attributed": analyzed.attribution.get("kernels_attributed_fraction"),
+        # forked decoding workers and their memory (see _AACO_CHILD)
+        "workers": tables.meta.get("workers", []),
+    }
+
+
+_AACO_CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {bench!r})
+from pathlib import Path
+import aaco.importers.kineto, aaco.ingest, pyarrow, numpy, msgspec  # imports out of the timing
+import aaco.analysis.attribution, aaco.analysis.kernels, aaco.analysis.timeline
+from bench_kineto import aaco_job
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+out = aaco_job(Path({path!r}))
+dt = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# the whole job's memory counts the forked workers: their peak RSS (RUSAGE_CHILDREN, which
+# also counts the pages they share with this process) and their private memory (own pages
+# and copy-on-write copies, read from /proc at their end)
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+private = sum(w["private_kb"] for w in out["workers"])
+print(json.dumps({{"seconds": dt, "peak_kb": peak, "base_kb": base, "out": out,
+                   "children_peak_kb": children, "children_private_kb": private}}))
+"""
+
+_HTA_CHILD = """
+import json, resource, sys, time, warnings, logging
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+analyzer = TraceAnalysis(trace_dir={trace_dir!r})
+t1 = time.perf_counter()
+tb = analyzer.get_temporal_breakdown(visualize=False)
+dt = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": dt, "load_seconds": t1 - t0, "peak_kb": peak, "base_kb": base,
+                   "out": json.loads(tb.to_json(orient="records"))}}))
+"""
+
+
+def _run(python: str, code: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=False, cwd=HERE.parent
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=216_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", type=Path, help="write the trace here and keep it")
+    ap.add_argument("--no-hta", action="store_true")
+    a = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_dir = a.keep or Path(tmp) / "trace"
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        # HTA reads every rank file of a directory; one rank, as HTA names them
+        path = trace_dir / "rank-0.json"
+        # generated in a child: ru_maxrss survives fork+exec, so the parent must stay small
+        # for the children's peak RSS figures to be their own
+        gen = [sys.executable, str(HERE / "gen_kineto_trace.py"), str(path)]
+        gen += ["--events", str(a.events), "--seed", str(a.seed)]
+        out = subprocess.run(gen, capture_output=True, text=True, check=True).stdout
+        n = int(out.rsplit(":", 1)[1].split()[0])
+        size_mb = path.stat().st_size / 1e6
+        print(f"trace: {path} {n} events, {size_mb:.1f} MB")
+
+        rows: list[tuple[str, dict[str, Any]]] = []
+        aaco = _run(sys.executable, _AACO_CHILD.format(bench=str(HERE), path=str(path)))
+        rows.append(("aaco", aaco))
+        for row in aaco["out"]["temporal_breakdown"]:
+            print(
+                f"AACO temporal breakdown, device {row['device']}: idle "
+                f"{row['idle_ns'] / 1e3:.0f} us, compute {row['compute_ns'] / 1e3:.0f} us, "
+                f"non-compute {row['non_compute_ns'] / 1e3:.0f} us "
+                f"({row['idle_pct']:.2f} / {row['compute_pct']:.2f} / "
+                f"{row['non_compute_pct']:.2f} %)"
+            )
+        if a.no_hta:
+            print("HTA: skipped (--no-hta)")
+        elif not HTA_PYTHON.exists():
+            print(f"HTA: skipped ({HTA_PYTHON} not found; set AACO_HTA_PYTHON)")
+        else:
+            hta = _run(str(HTA_PYTHON), _HTA_CHILD.format(trace_dir=str(trace_dir)))
+            rows.append(("hta", hta))
+            print(f"HTA temporal breakdown: {hta['out']}")
+
+        print(f"{'tool':6} {'events':>8} {'seconds':>8} {'events/s':>10} {'peak MB':>8} "
+              f"{'+RSS MB':>8}")  # fmt: skip
+        for name, r in rows:
+            peak = r["peak_kb"] / 1024
+            grow = (r["peak_kb"] - r["base_kb"]) / 1024
+            print(f"{name:6} {n:8d} {r['seconds']:8.3f} {n / r['seconds']:10.0f} {peak:8.1f} "
+                  f"{grow:8.1f}")  # fmt: skip
+        if aaco.get("children_peak_kb"):
+            kid, private = aaco["children_peak_kb"] / 1024, aaco["children_private_kb"] / 1024
+            print(f"aaco worker process: peak RSS {kid:.1f} MB (shared pages included), "
+                  f"private {private:.1f} MB")  # fmt: skip
+        if len(rows) == 2:
+            (_, x), (_, h) = rows
+            h_grow = max(1, h["peak_kb"] - h["base_kb"])
+            x_grow = x["peak_kb"] - x["base_kb"] + x.get("children_private_kb", 0)
+            strict = x["peak_kb"] + x.get("children_peak_kb", 0)
+            fair = x["peak_kb"] + x.get("children_private_kb", 0)
+            print(f"speed-up x{h['seconds'] / x['seconds']:.1f}; peak RSS ratio (job = this "
+                  f"process + worker private) {fair / h['peak_kb']:.2f}, (+ worker peak RSS) "
+                  f"{strict / h['peak_kb']:.2f}; RSS growth ratio "
+                  f"{x_grow / h_grow:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

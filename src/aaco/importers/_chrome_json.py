@@ -1,0 +1,295 @@
+"""Stream the events of a Chrome-trace JSON file in decoded chunks, with bounded memory.
+
+A Chrome trace is either a top-level array of events or an object whose ``traceEvents`` key
+holds that array (Kineto also writes ``schemaVersion``, ``deviceProperties``,
+``distributedInfo`` before it and ``traceName``, ``baseTimeNanoseconds`` after it). The file is
+read in blocks of a few MB; the event array is cut into pieces of whole events, and each
+piece is decoded on its own by a typed msgspec decoder, so the text of the whole file is never
+held and the caller can turn each piece into compact columns before the next one is decoded.
+
+Cutting without a tokenizer: events are separated by ``}`` ``,`` ``{`` (with any whitespace;
+Kineto writes ``\\n  },\\n  {``). Such a separator can also occur inside an event (a nested
+list of objects, or inside a string), but then the piece up to it is not a complete list of
+events and decoding ``[`` + piece + ``]`` fails *at its very end*; the cut then moves on to the
+next separator. A decoding error anywhere else means garbled content. Truncation is seen at
+the end: the array (and the object around it) must close.
+
+Example::
+
+    reader = ChromeJsonReader(path, msgspec.json.Decoder(list[Event]))
+    for events in reader:
+        ...
+    reader.top  # top-level keys other than traceEvents
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from aaco.errors import InputError
+from aaco.importers.base import open_binary
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "ChromeJsonReader"]
+
+T = TypeVar("T")
+
+#: bytes of JSON text decoded at once: large enough to amortise the per-call overhead,
+#: small enough that text plus decoded structs stay a few tens of MB
+DEFAULT_CHUNK_BYTES = 1 << 20
+
+_CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_WS = b" \t\r\n"
+_TRACE_EVENTS = b'"traceEvents"'
+_ERR_BYTE = re.compile(r"\(byte (\d+)\)")
+# tries at moving a cut or the array's end before the content is declared garbled
+_MAX_TRIES = 256
+# the top-level keys before traceEvents are small; a bigger header is not a trace
+_MAX_HEADER = 64 << 20
+_ANY = msgspec.json.Decoder(dict[str, Any])
+
+
+class ChromeJsonReader(Generic[T]):
+    """Iterate over the decoded pieces of the event array of the Chrome trace at ``path``.
+
+    ``decoder`` decodes ``[ev, ev, ...]`` text into ``T`` (typically ``list[Event]``).
+    After the iteration ends, ``top`` holds the other top-level keys (empty for an array
+    trace) and ``is_array`` says which form the file had. Raises :class:`InputError` (one
+    line, naming the file) for a file that is not a Chrome trace, truncated or garbled.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        decoder: msgspec.json.Decoder[T],
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        expected: str = "a Chrome trace (JSON array of events or object with traceEvents)",
+        span: tuple[int, int | None, bool] | None = None,
+    ) -> None:
+        """``span`` = (start, stop, is_array) reads only the events between two byte offsets
+        of an uncompressed file, for splitting one trace between processes: ``start`` > 0 is
+        the ``{`` of an event (the header is not read; ``is_array`` gives the file's form),
+        ``stop`` the offset just past an event's ``}`` (None: to the end of the file, whose
+        closing is checked as usual and whose trailing keys land in ``top``)."""
+        self.path = path
+        self.span = span
+        self._left: int | None = None
+        self.decoder = decoder
+        self.chunk_bytes = chunk_bytes
+        self.expected = expected
+        self.top: dict[str, Any] = {}
+        self.is_array = False
+        self.text_bytes = 0
+
+    def _fail(self, why: str) -> InputError:
+        return InputError(f"{self.path}: {why}; expected {self.expected}")
+
+    def __iter__(self) -> Iterator[T]:
+        f = open_binary(self.path)
+        # GzipFile(fileobj=...) does not close the file it wraps: close both
+        inner = getattr(f, "fileobj", None)
+        try:
+            yield from self._run(f)
+        finally:
+            f.close()
+            if inner is not None:
+                inner.close()
+
+    def _read(self, f: Any) -> bytes:
+        size = self.chunk_bytes
+        if self._left is not None:
+            size = min(size, self._left)
+            if size <= 0:
+                return b""
+        try:
+            block: bytes = f.read(size)
+        except (EOFError, OSError, zlib.error) as exc:
+            # gzip stream cut short or corrupt: never return what came before
+            raise self._fail(f"unreadable or truncated compressed data ({exc})") from None
+        self.text_bytes += len(block)
+        if self._left is not None:
+            self._left -= len(block)
+        return block
+
+    def _run(self, f: Any) -> Iterator[T]:
+        if self.span is not None and self.span[0] > 0:
+            f.seek(self.span[0])
+        if self.span is not None and self.span[1] is not None:
+            self._left = self.span[1] - self.span[0]
+        buf = self._read(f)
+        eof = not buf
+        if self.span is not None and self.span[0] > 0:
+            # the middle of the event array: no header
+            self.is_array = self.span[2]
+            start = 0
+        else:
+            buf, start, eof = self._opening(f, buf, eof)
+
+        while True:
+            # fill up to one chunk past the start of the pending events
+            while not eof and len(buf) - start < self.chunk_bytes + (1 << 16):
+                block = self._read(f)
+                if not block:
+                    eof = True
+                else:
+                    buf = buf[start:] + block
+                    start = 0
+            cut = self._cut(buf, start) if not eof else None
+            if cut is None:
+                if not eof:
+                    # no separator past the target yet: a single huge event; read on
+                    block = self._read(f)
+                    if not block:
+                        eof = True
+                    else:
+                        buf = buf[start:] + block
+                        start = 0
+                    continue
+                if self._left is not None:
+                    # the span stops after a whole event: no closing to check here
+                    yield from self._up_to_stop(buf, start)
+                else:
+                    yield from self._last(buf, start)
+                return
+            decoded, nxt = cut
+            yield decoded
+            buf = buf[nxt:]
+            start = 0
+
+    def _opening(self, f: Any, buf: bytes, eof: bool) -> tuple[bytes, int, bool]:
+        """Skip to the first event; return (buf, start of events, eof)."""
+        if buf.startswith(b"\xef\xbb\xbf"):
+            buf = buf[3:]
+        stripped = buf.lstrip(_WS)
+        if not stripped:
+            raise self._fail("empty file")
+        buf = stripped
+        if buf[:1] == b"[":
+            self.is_array = True
+            return buf, 1, eof
+        if buf[:1] == b"{":
+            return self._header(f, buf, eof)
+        raise self._fail("not JSON")
+
+    def _header(self, f: Any, buf: bytes, eof: bool) -> tuple[bytes, int, bool]:
+        """Decode the keys before ``traceEvents``; return (buf, start of events, eof)."""
+        search = 0
+        while True:
+            idx = buf.find(_TRACE_EVENTS, search)
+            if idx < 0:
+                if eof:
+                    break
+                if len(buf) > _MAX_HEADER:
+                    raise self._fail("no traceEvents key in the first 64 MB")
+                block = self._read(f)
+                if not block:
+                    eof = True
+                else:
+                    search = max(0, len(buf) - len(_TRACE_EVENTS))
+                    buf += block
+                continue
+            # the key is at the top level iff what precedes it closes as an object
+            try:
+                head = _ANY.decode(buf[:idx] + b'"traceEvents":null}')
+            except msgspec.DecodeError:
+                search = idx + 1
+                continue
+            pos = idx + len(_TRACE_EVENTS)
+            while True:
+                rest = buf[pos:].lstrip(_WS)
+                if len(rest) >= 2 or eof:
+                    break
+                block = self._read(f)
+                if not block:
+                    eof = True
+                buf += block
+            if rest[:1] != b":":
+                raise self._fail("malformed traceEvents key")
+            rest = rest[1:].lstrip(_WS)
+            if rest[:1] != b"[":
+                raise self._fail("traceEvents is not an array")
+            head.pop("traceEvents", None)
+            self.top = head
+            start = len(buf) - len(rest) + 1
+            return buf, start, eof
+        # no traceEvents: a JSON object that is not a trace (or a truncated one)
+        try:
+            _ANY.decode(buf)
+        except msgspec.DecodeError:
+            raise self._fail("not a JSON trace (truncated or garbled object)") from None
+        raise self._fail("a JSON object without traceEvents")
+
+    def _decode_piece(self, piece: bytes) -> tuple[T | None, bool]:
+        """Decode ``[piece]``; (value, False) or (None, True when the error is at the end)."""
+        data = b"[" + piece + b"]"
+        try:
+            return self.decoder.decode(data), False
+        except msgspec.ValidationError as exc:
+            raise self._fail(f"unexpected event content ({exc})") from None
+        except msgspec.DecodeError as exc:
+            msg = str(exc)
+            if "truncated" in msg:
+                return None, True
+            m = _ERR_BYTE.search(msg)
+            at_end = m is not None and int(m.group(1)) >= len(data) - 1
+            return None, at_end
+
+    def _cut(self, buf: bytes, start: int) -> tuple[T, int] | None:
+        """Decode whole events from ``start`` to a separator past one chunk; None if none."""
+        search = start + self.chunk_bytes
+        for _ in range(_MAX_TRIES):
+            m = _CUT.search(buf, search)
+            if m is None:
+                return None
+            end = m.start() + 1
+            value, at_end = self._decode_piece(buf[start:end])
+            if value is not None:
+                return value, m.end() - 1
+            if not at_end:
+                raise self._fail("garbled JSON in traceEvents")
+            search = m.start() + 1
+        raise self._fail("garbled JSON in traceEvents (no event boundary found)")
+
+    def _up_to_stop(self, buf: bytes, start: int) -> Iterator[T]:
+        piece = buf[start:]
+        if not piece.strip(_WS):
+            return
+        value, _ = self._decode_piece(piece)
+        if value is None:
+            raise self._fail("garbled JSON in traceEvents (no event boundary at the split)")
+        yield value
+
+    def _last(self, buf: bytes, start: int) -> Iterator[T]:
+        """Decode the events from ``start`` to the end of the array, and what follows it."""
+        rest = buf[start:]
+        hi = len(rest)
+        for _ in range(_MAX_TRIES):
+            i = rest.rfind(b"]", 0, hi)
+            if i < 0:
+                break
+            hi = i
+            tail = rest[i + 1 :]
+            if self.is_array:
+                if tail.strip(_WS):
+                    continue
+            else:
+                try:
+                    after = _ANY.decode(b'{"traceEvents":null' + tail)
+                except msgspec.DecodeError:
+                    continue
+                after.pop("traceEvents", None)
+                self.top.update(after)
+            piece = rest[:i]
+            if not piece.strip(_WS):
+                return
+            value, _ = self._decode_piece(piece)
+            if value is None:
+                raise self._fail("truncated or garbled JSON in traceEvents")
+            yield value
+            return
+        raise self._fail("truncated: the traceEvents array or the object around it never closes")

@@ -1,0 +1,237 @@
+"""Shared CSV reading for the rocprof importers: header sniffing, typed columnar reads, checks.
+
+rocprofv3 and legacy rocprof write plain comma-separated files with a (usually quoted) header
+line. Columns are matched by a *key*: the header name lower-cased with everything but letters
+and digits dropped, so ``LDS_Block_Size``, ``Lds_Block_Size`` and ``lds-block-size`` are one
+column, as are legacy ``gpu-id`` and ``GPU_ID``. The body is read with ``pyarrow.csv``
+(multithreaded C++ parser) restricted to the columns an importer asks for, with the types it
+asks for, so timestamps are parsed straight into int64 and never pass through a float.
+
+Every failure becomes an :class:`InputError` naming the file: an empty file, a missing
+column, a row with fewer fields than the header (a truncated file), a value that does not
+parse as its column's type, a missing or reversed timestamp.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from aaco.errors import InputError
+from aaco.importers.base import read_head
+from aaco.session.schema import TableSpec
+
+__all__ = [
+    "CsvHeader",
+    "check_times",
+    "fill_table",
+    "map_values",
+    "norm",
+    "pid_from_name",
+    "read_columns",
+    "read_header",
+]
+
+T = TypeVar("T")
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+_PID_PREFIX = re.compile(r"^(\d+)_")
+# pyarrow's messages can quote a whole row; one line of reasonable length is enough
+_MAX_MSG = 160
+
+
+def norm(name: str) -> str:
+    """The matching key of a header name: ``"LDS_Block_Size"`` -> ``"ldsblocksize"``."""
+    return _NON_ALNUM.sub("", name.strip().lower())
+
+
+@dataclass(frozen=True)
+class CsvHeader:
+    """The header line of a CSV file: its names as written, keyed by :func:`norm`."""
+
+    path: Path
+    names: tuple[str, ...]
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """key -> name as written (the first column wins when two share a key)."""
+        out: dict[str, str] = {}
+        for n in self.names:
+            out.setdefault(norm(n), n)
+        return out
+
+    def has(self, *keys: str) -> bool:
+        k = self.keys
+        return all(key in k for key in keys)
+
+    def require(self, keys: Iterable[str], expected: str) -> None:
+        """Raise InputError naming the columns (as keys) this header lacks."""
+        missing = [key for key in keys if key not in self.keys]
+        if missing:
+            raise InputError(
+                f"{self.path}: not {expected}: missing column(s) {', '.join(missing)} "
+                "(matched case-insensitively, ignoring '_' and '-')"
+            )
+
+
+def read_header(path: Path, head: bytes | None = None) -> CsvHeader | None:
+    """Parse the first line of ``path`` (or of ``head``) as a CSV header; None if it is not one.
+
+    Cheap and never raises on foreign content, so importers can call it from ``sniff``.
+    """
+    if head is None:
+        try:
+            head = read_head(path)
+        except (InputError, OSError):
+            return None
+    if not head:
+        return None
+    line, nl, _ = head.partition(b"\n")
+    if not nl and len(head) >= 64 * 1024:
+        return None  # no line end in the first 64 KiB: not a CSV header
+    try:
+        text = line.decode("utf-8").lstrip("\ufeff").rstrip("\r")
+    except UnicodeDecodeError:
+        return None
+    if "," not in text or text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        names = next(csv.reader([text]))
+    except (csv.Error, StopIteration):
+        return None
+    if len(names) < 2 or any(not n.strip() for n in names):
+        return None
+    return CsvHeader(path, tuple(n.strip() for n in names))
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())
+    return msg if len(msg) <= _MAX_MSG else msg[: _MAX_MSG - 3] + "..."
+
+
+def read_columns(
+    header: CsvHeader,
+    types: Mapping[str, pa.DataType],
+    expected: str,
+    *,
+    required: Sequence[str] = (),
+) -> tuple[dict[str, pa.ChunkedArray], int]:
+    """Read the columns ``types`` names (by key) that the file has; return them keyed, and rows.
+
+    Keys in ``required`` must be present (InputError otherwise); the others are optional and
+    simply absent from the result when the file lacks them. Every column of every row is
+    still tokenised, so a short (truncated) row anywhere is an error.
+    """
+    header.require(required, expected)
+    keys = header.keys
+    wanted = {keys[k]: (k, t) for k, t in types.items() if k in keys}
+    path = header.path
+    try:
+        with path.open("rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        source: Any = pa.input_stream(str(path), compression="gzip") if gz else str(path)
+        table = pacsv.read_csv(
+            source,
+            read_options=pacsv.ReadOptions(use_threads=True, block_size=4 << 20),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: t for name, (_, t) in wanted.items()},
+                include_columns=list(wanted),
+                # an empty field is unknown (null), but a quoted "" name stays ""
+                strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InputError(
+            f"{path}: truncated or malformed CSV, expected {expected}: {_one_line(exc)}"
+        ) from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: unreadable, expected {expected}: {_one_line(exc)}") from None
+    cols = {wanted[name][0]: table.column(name) for name in table.column_names}
+    return cols, table.num_rows
+
+
+def check_times(
+    path: Path, start: pa.ChunkedArray, end: pa.ChunkedArray, expected: str
+) -> pa.ChunkedArray:
+    """Validate start/end timestamps (present, end >= start) and return end - start."""
+    if start.null_count or end.null_count:
+        raise InputError(f"{path}: missing start/end timestamp in some rows, expected {expected}")
+    bad = pc.less(end, start)
+    if pc.any(bad).as_py():
+        row = pc.index(bad, True).as_py()
+        raise InputError(
+            f"{path}: end timestamp before start timestamp on data row {row + 1}, "
+            f"expected {expected}"
+        )
+    return pc.subtract(end, start)
+
+
+def map_values(
+    col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], T], typ: pa.DataType
+) -> pa.Array:
+    """Apply a Python function to each *distinct* value of a column and broadcast the result.
+
+    Columns such as kernel names, API function names or agent labels have few distinct values,
+    so this is vectorised in the row count: one hash pass, one take.
+    """
+    if pa.types.is_dictionary(col.type):
+        # few distinct values per chunk dictionary: map those, then take by the indices
+        cache: dict[Any, Any] = {}
+
+        def lookup(v: Any) -> Any:
+            if v not in cache:
+                cache[v] = fn(v)
+            return cache[v]
+
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        out = [
+            pa.array([lookup(v) for v in c.dictionary.to_pylist()], type=typ).take(c.indices)
+            for c in chunks
+        ]
+        if not out:
+            return pa.array([], type=typ)
+        return pa.concat_arrays(out) if len(out) > 1 else out[0]
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    uniq = pc.unique(col)
+    mapped = pa.array([fn(v) for v in uniq.to_pylist()], type=typ)
+    idx = pc.index_in(col, value_set=uniq)
+    return mapped.take(idx)
+
+
+def pid_from_name(path: Path) -> int | None:
+    """Process id from a rocprofv3 file name ``<pid>_<domain>.csv``, else None."""
+    m = _PID_PREFIX.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def fill_table(path: Path, spec: TableSpec, n: int, cols: Mapping[str, Any]) -> pa.Table:
+    """A table of ``spec`` with ``n`` rows from ``cols``; absent columns are null (unknown).
+
+    Values may be arrays, chunked arrays or one scalar (repeated). A value that does not fit
+    its declared type (e.g. a register count beyond int32) is an InputError, not a crash.
+    """
+    unknown = sorted(set(cols) - set(spec.column_names))
+    if unknown:
+        raise ValueError(f"table {spec.name}: unknown columns {unknown}")
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    try:
+        for c in spec.columns:
+            v = cols.get(c.name)
+            if v is None:
+                arrays.append(pa.nulls(n, c.type))
+            elif isinstance(v, (pa.Array, pa.ChunkedArray)):
+                arrays.append(v if v.type == c.type else v.cast(c.type))
+            else:
+                arrays.append(pa.repeat(pa.scalar(v, type=c.type), n))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"{path}: value out of range for {spec.name}: {_one_line(exc)}") from None
+    return pa.Table.from_arrays(arrays, schema=spec.schema)

@@ -1,0 +1,325 @@
+"""Read a rocpd SQLite database (rocprofv3's default output, schema 3) into the trace tables.
+
+rocpd tables carry a uuid suffix (``rocpd_kernel_dispatch_<uuid>``), so this reads the
+*views* the tool creates, by column name:
+
+* ``kernels`` -> KERNELS. In this view ``grid_x/y/z`` are work-items and ``grid_size_x/y/z``
+  are workgroups (``grid_x / workgroup_x``), so the schema's ``grid_*`` = ``grid_size_*``
+  and ``block_*`` = ``workgroup_*``. ``device`` = ``agent_type_index`` for GPU agents (the
+  GPU index), else ``agent_logical_index``.
+* ``memory_copies`` -> MEMCPY (``size`` -> bytes; direction from source/destination agent types).
+* ``regions`` -> API_CALLS (category ``HIP_*``/``HSA_*``/``RCCL_*``...), and ANNOTATIONS kind
+  ``marker`` when the category is a marker (roctx) one.
+* ``kernel_pmc_events`` -> KERNEL_COUNTERS (``pmc_name``, ``pmc_value``).
+
+A file is recognised by the SQLite magic ``SQLite format 3\\0`` and the presence of the
+``kernels`` or ``regions`` view (or a ``rocpd_*`` table); a corrupt database is an InputError.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aaco.errors import InputError
+from aaco.importers._csv import check_times, fill_table, map_values
+from aaco.importers.base import Importer, TraceTables
+from aaco.importers.kineto import api_kind
+from aaco.importers.rocprofv3 import api_domain
+from aaco.session.schema import ANNOTATIONS, API_CALLS, KERNEL_COUNTERS, KERNELS, MEMCPY
+
+__all__ = ["SOURCE", "RocpdImporter", "read_rocpd"]
+
+SOURCE = "rocpd"
+_MAGIC = b"SQLite format 3\x00"
+_EXPECTED = "a rocpd SQLite database (rocprofv3 output with kernels/regions views)"
+_I64 = pa.int64()
+
+
+def _objects(con: sqlite3.Connection) -> set[str]:
+    rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    return {r[0] for r in rows}
+
+
+def _query(con: sqlite3.Connection, view: str) -> dict[str, list[Any]]:
+    cur = con.execute(f"SELECT * FROM `{view}`")
+    names = [d[0].lower() for d in cur.description]
+    rows = cur.fetchall()
+    return {n: [r[i] for r in rows] for i, n in enumerate(names)}
+
+
+def _col(data: dict[str, list[Any]], n: int, *names: str) -> list[Any] | None:
+    for name in names:
+        if name in data:
+            return data[name]
+    return None
+
+
+def _ints(path: Path, values: list[Any] | None, what: str) -> pa.Array | None:
+    if values is None:
+        return None
+    try:
+        return pa.array(values, type=_I64)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        raise InputError(f"{path}: non-integer values in {what}, expected {_EXPECTED}") from None
+
+
+def _times(path: Path, data: dict[str, list[Any]], view: str) -> tuple[pa.Array, pa.Array, Any]:
+    if "start" not in data or "end" not in data:
+        raise InputError(f"{path}: view {view} lacks start/end columns, expected {_EXPECTED}")
+    start = _ints(path, data["start"], f"{view}.start")
+    end = _ints(path, data["end"], f"{view}.end")
+    assert start is not None and end is not None
+    dur = check_times(path, pa.chunked_array([start]), pa.chunked_array([end]), _EXPECTED)
+    return start, end, dur
+
+
+def _gpu_device(data: dict[str, list[Any]], prefix: str = "") -> list[int | None] | None:
+    typ = data.get(f"{prefix}agent_type")
+    type_index = data.get(f"{prefix}agent_type_index")
+    logical = data.get(f"{prefix}agent_logical_index")
+    if type_index is None and logical is None:
+        return None
+    n = len(type_index if type_index is not None else logical or [])
+    out: list[int | None] = []
+    for i in range(n):
+        is_gpu = typ is not None and str(typ[i]).upper() == "GPU"
+        if is_gpu and type_index is not None:
+            out.append(type_index[i])
+        elif typ is not None and not is_gpu:
+            out.append(None)  # host agent: not a device
+        else:
+            out.append(logical[i] if logical is not None else None)
+    return out
+
+
+def _kernels(path: Path, con: sqlite3.Connection) -> pa.Table:
+    data = _query(con, "kernels")
+    n = len(next(iter(data.values()), []))
+    start, end, dur = _times(path, data, "kernels")
+    if "name" not in data:
+        raise InputError(f"{path}: view kernels lacks a name column, expected {_EXPECTED}")
+
+    def i(*names: str) -> pa.Array | None:
+        return _ints(path, _col(data, n, *names), f"kernels.{names[0]}")
+
+    return fill_table(
+        path,
+        KERNELS,
+        n,
+        {
+            "source": SOURCE,
+            "name": pa.array(data["name"], pa.string()),
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": dur,
+            "time_is_gpu": True,
+            "device": pa.array(_gpu_device(data), pa.int32()) if _gpu_device(data) else None,
+            "stream": i("stream_id"),
+            "queue": i("queue_id"),
+            "correlation_id": i("correlation_id"),
+            "dispatch_id": i("dispatch_id"),
+            "process_id": i("pid"),
+            "thread_id": i("tid"),
+            "grid_x": i("grid_size_x"),
+            "grid_y": i("grid_size_y"),
+            "grid_z": i("grid_size_z"),
+            "block_x": i("workgroup_x", "block_size_x"),
+            "block_y": i("workgroup_y", "block_size_y"),
+            "block_z": i("workgroup_z", "block_size_z"),
+            "registers": i("arch_vgpr_count"),
+            "accum_vgpr": i("accum_vgpr_count"),
+            "sgpr": i("sgpr_count"),
+            "shared_bytes": i("lds_size"),
+            "scratch_bytes": i("scratch_size"),
+        },
+    )
+
+
+def _copy_kind(src_type: Any, dst_type: Any) -> str:
+    s, d = str(src_type or "").upper(), str(dst_type or "").upper()
+    if s not in ("CPU", "GPU") or d not in ("CPU", "GPU"):
+        return "unknown"
+    return f"{'H' if s == 'CPU' else 'D'}to{'H' if d == 'CPU' else 'D'}"
+
+
+def _memcpy(path: Path, con: sqlite3.Connection) -> pa.Table:
+    data = _query(con, "memory_copies")
+    n = len(next(iter(data.values()), []))
+    start, end, dur = _times(path, data, "memory_copies")
+    src_t, dst_t = data.get("src_agent_type"), data.get("dst_agent_type")
+    kinds = [_copy_kind(src_t[k] if src_t else None, dst_t[k] if dst_t else None) for k in range(n)]
+    src = _gpu_device(data, "src_")
+    dst = _gpu_device(data, "dst_")
+    device = [(dst[k] if kinds[k] == "HtoD" else src[k]) if src and dst else None for k in range(n)]
+    names = data.get("name") or kinds
+    return fill_table(
+        path,
+        MEMCPY,
+        n,
+        {
+            "source": SOURCE,
+            "name": pa.array([str(x) for x in names], pa.string()),
+            "kind": pa.array(kinds, pa.string()),
+            "bytes": _ints(path, data.get("size"), "memory_copies.size"),
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": dur,
+            "device": pa.array(device, pa.int32()),
+            "stream": _ints(path, data.get("stream_id"), "memory_copies.stream_id"),
+            "src_device": pa.array(src, pa.int32()) if src else None,
+            "dst_device": pa.array(dst, pa.int32()) if dst else None,
+            "correlation_id": _ints(path, data.get("correlation_id"), "correlation_id"),
+        },
+    )
+
+
+def _regions(path: Path, con: sqlite3.Connection) -> tuple[pa.Table, pa.Table]:
+    data = _query(con, "regions")
+    n = len(next(iter(data.values()), []))
+    start, end, dur = _times(path, data, "regions")
+    category = pa.array([str(c or "") for c in data.get("category", [""] * n)], pa.string())
+    domain = map_values(category, api_domain, pa.string())
+    t = pa.table(
+        {
+            "domain": domain,
+            "name": pa.array(data.get("name", [None] * n), pa.string()),
+            "pid": _ints(path, data.get("pid", [None] * n), "regions.pid"),
+            "tid": _ints(path, data.get("tid", [None] * n), "regions.tid"),
+            "corr": _ints(path, data.get("correlation_id", [None] * n), "correlation_id"),
+            "start": start,
+            "end": end,
+            "dur": dur,
+        }
+    )
+    marker = pc.equal(t["domain"], "marker")
+    api, marks = t.filter(pc.invert(marker)), t.filter(marker)
+    api_calls = fill_table(
+        path,
+        API_CALLS,
+        api.num_rows,
+        {
+            "source": SOURCE,
+            "domain": api["domain"],
+            "name": api["name"],
+            "kind": map_values(api["name"], api_kind, pa.string()),
+            "process_id": api["pid"],
+            "thread_id": api["tid"],
+            "start_ns": api["start"],
+            "end_ns": api["end"],
+            "dur_ns": api["dur"],
+            "correlation_id": api["corr"],
+        },
+    )
+    annotations = fill_table(
+        path,
+        ANNOTATIONS,
+        marks.num_rows,
+        {
+            "source": SOURCE,
+            "kind": "marker",
+            "name": marks["name"],
+            "process_id": marks["pid"],
+            "thread_id": marks["tid"],
+            "start_ns": marks["start"],
+            "dur_ns": marks["dur"],
+        },
+    )
+    return api_calls, annotations
+
+
+def _counters(path: Path, con: sqlite3.Connection) -> pa.Table:
+    data = _query(con, "kernel_pmc_events")
+    n = len(next(iter(data.values()), []))
+    for need in ("pmc_name", "pmc_value", "name"):
+        if need not in data:
+            raise InputError(f"{path}: view kernel_pmc_events lacks {need}, expected {_EXPECTED}")
+    try:
+        values = pa.array(data["pmc_value"], pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise InputError(f"{path}: non-numeric pmc_value, expected {_EXPECTED}") from None
+    dev = _gpu_device(data)
+    return fill_table(
+        path,
+        KERNEL_COUNTERS,
+        n,
+        {
+            "source": SOURCE,
+            "correlation_id": _ints(path, data.get("correlation_id"), "correlation_id"),
+            "dispatch_id": _ints(path, data.get("dispatch_id"), "dispatch_id"),
+            "device": pa.array(dev, pa.int32()) if dev else None,
+            "kernel_name": pa.array(data["name"], pa.string()),
+            "counter": pa.array(data["pmc_name"], pa.string()),
+            "value": values,
+        },
+    )
+
+
+def read_rocpd(path: Path) -> TraceTables:
+    """Read the kernels, memory copies, regions and PMC events of a rocpd database."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(16)
+    except OSError as exc:
+        raise InputError(f"{path}: unreadable ({exc.strerror}), expected {_EXPECTED}") from None
+    if magic != _MAGIC:
+        raise InputError(f"{path}: not an SQLite database, expected {_EXPECTED}")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(f"{path}: cannot open ({exc}), expected {_EXPECTED}") from None
+    out = TraceTables()
+    try:
+        objs = _objects(con)
+        if "kernels" not in objs and "regions" not in objs:
+            raise InputError(f"{path}: no kernels/regions views, expected {_EXPECTED}")
+        if "kernels" in objs:
+            out.kernels = _kernels(path, con)
+        if "memory_copies" in objs:
+            out.memcpy = _memcpy(path, con)
+        if "regions" in objs:
+            out.api_calls, out.annotations = _regions(path, con)
+        if "kernel_pmc_events" in objs:
+            out.kernel_counters = _counters(path, con)
+    except sqlite3.Error as exc:
+        raise InputError(
+            f"{path}: corrupt or unreadable database ({exc}), expected {_EXPECTED}"
+        ) from None
+    finally:
+        con.close()
+    out.meta = {
+        "tool": "rocprofv3",
+        "format": SOURCE,
+        "files": [str(path)],
+        "clock": {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"},
+        "device_ids": "GPU index (agent_type_index) for GPU agents",
+    }
+    return out
+
+
+class RocpdImporter(Importer):
+    """rocprofv3's rocpd SQLite database (``<pid>_results.db``)."""
+
+    name: ClassVar[str] = SOURCE
+    description: ClassVar[str] = "rocpd SQLite database (rocprofv3 default output)"
+
+    @classmethod
+    def sniff(cls, path: Path, head: bytes) -> bool:
+        if not head.startswith(_MAGIC):
+            return False
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                objs = _objects(con)
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return False
+        return "kernels" in objs or "regions" in objs or any(o.startswith("rocpd_") for o in objs)
+
+    def read(self, path: Path) -> TraceTables:
+        return read_rocpd(path)

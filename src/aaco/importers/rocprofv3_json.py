@@ -1,0 +1,263 @@
+"""Read rocprofv3 JSON output (``--output-format json``) into KERNELS and MEMCPY.
+
+The file is ``{"rocprofiler-sdk-tool": [ {per process: metadata, agents, kernel_symbols,
+buffer_records{kernel_dispatch, memory_copy, ...}} ]}``. Kernel names come from
+``kernel_symbols`` by ``kernel_id``; ``dispatch_info.grid_size`` counts work-items, so
+``grid_* = ceil(grid_size / workgroup_size)``. ``dispatch_info.agent_id.handle`` is mapped to
+a GPU index 0..n-1 in ``agents`` order (GPU agents, ``type`` 2). Memory copies get their
+direction from the source/destination agent types and ``bytes`` when the record has it.
+Records are decoded with msgspec into typed structs (only the fields used are kept).
+API records (``hip_api`` ...) are counted in ``meta`` but not tabled: their names need the
+tool's operation-name tables, which this reader does not decode yet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+import pyarrow as pa
+
+from aaco.errors import InputError
+from aaco.importers._csv import check_times, fill_table
+from aaco.importers.base import Importer, TraceTables, open_binary
+from aaco.session.schema import KERNELS, MEMCPY
+
+__all__ = ["SOURCE", "Rocprofv3JsonImporter", "read_rocprofv3_json"]
+
+SOURCE = "rocprofv3-json"
+_KEY = b'"rocprofiler-sdk-tool"'
+_EXPECTED = 'a rocprofv3 JSON file ({"rocprofiler-sdk-tool": [...]})'
+_I64 = pa.int64()
+
+
+class _Handle(msgspec.Struct):
+    handle: int | None = None
+
+
+class _XYZ(msgspec.Struct):
+    x: int | None = None
+    y: int | None = None
+    z: int | None = None
+
+
+class _Corr(msgspec.Struct):
+    internal: int | None = None
+
+
+class _DispatchInfo(msgspec.Struct):
+    agent_id: _Handle = msgspec.field(default_factory=_Handle)
+    queue_id: _Handle = msgspec.field(default_factory=_Handle)
+    kernel_id: int | None = None
+    dispatch_id: int | None = None
+    private_segment_size: int | None = None
+    group_segment_size: int | None = None
+    workgroup_size: _XYZ = msgspec.field(default_factory=_XYZ)
+    grid_size: _XYZ = msgspec.field(default_factory=_XYZ)
+
+
+class _Dispatch(msgspec.Struct):
+    start_timestamp: int
+    end_timestamp: int
+    dispatch_info: _DispatchInfo
+    thread_id: int | None = None
+    correlation_id: _Corr = msgspec.field(default_factory=_Corr)
+    stream_id: _Handle | None = None
+
+
+class _Copy(msgspec.Struct):
+    start_timestamp: int
+    end_timestamp: int
+    src_agent_id: _Handle = msgspec.field(default_factory=_Handle)
+    dst_agent_id: _Handle = msgspec.field(default_factory=_Handle)
+    correlation_id: _Corr = msgspec.field(default_factory=_Corr)
+    bytes: int | None = None
+    thread_id: int | None = None
+
+
+class _Symbol(msgspec.Struct):
+    kernel_id: int
+    kernel_name: str | None = None
+    formatted_kernel_name: str | None = None
+    arch_vgpr_count: int | None = None
+    accum_vgpr_count: int | None = None
+    sgpr_count: int | None = None
+
+
+class _Agent(msgspec.Struct):
+    id: _Handle = msgspec.field(default_factory=_Handle)
+    type: int | str | None = None
+    name: str | None = None
+    product_name: str | None = None
+    cu_count: int | None = None
+    wave_front_size: int | None = None
+    logical_node_id: int | None = None
+
+
+class _Buffers(msgspec.Struct):
+    kernel_dispatch: list[_Dispatch] = []
+    memory_copy: list[_Copy] = []
+    hip_api: list[Any] = []
+    hsa_api: list[Any] = []
+    marker_api: list[Any] = []
+
+
+class _Meta(msgspec.Struct):
+    pid: int | None = None
+
+
+class _Process(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    agents: list[_Agent] = []
+    kernel_symbols: list[_Symbol] = []
+    buffer_records: _Buffers = msgspec.field(default_factory=_Buffers)
+
+
+class _Root(msgspec.Struct):
+    tool: list[_Process] = msgspec.field(name="rocprofiler-sdk-tool")
+
+
+def _is_gpu(a: _Agent) -> bool:
+    return a.type == 2 or str(a.type).upper() == "GPU"
+
+
+def _ceil(g: int | None, w: int | None) -> int | None:
+    if g is None or not w:
+        return None
+    return -(-g // w)
+
+
+def read_rocprofv3_json(path: Path) -> TraceTables:
+    """Read a rocprofv3 JSON output file."""
+    with open_binary(path) as f:
+        try:
+            data = f.read()
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{path}: unreadable ({exc}), expected {_EXPECTED}") from None
+    if not data.strip():
+        raise InputError(f"{path}: empty file, expected {_EXPECTED}")
+    try:
+        root = msgspec.json.decode(data, type=_Root)
+    except msgspec.DecodeError as exc:
+        msg = str(exc).splitlines()[0][:160]
+        raise InputError(
+            f"{path}: truncated or malformed JSON, expected {_EXPECTED}: {msg}"
+        ) from None
+    del data
+    k: dict[str, list[Any]] = {c: [] for c in KERNELS.column_names}
+    m: dict[str, list[Any]] = {c: [] for c in MEMCPY.column_names}
+    devices: list[dict[str, Any]] = []
+    api_records = 0
+    for proc in root.tool:
+        gpu: dict[int | None, int] = {}
+        kind_of: dict[int | None, str] = {}
+        for a in proc.agents:
+            kind_of[a.id.handle] = "D" if _is_gpu(a) else "H"
+            if _is_gpu(a):
+                gpu[a.id.handle] = len(gpu)
+                devices.append(
+                    {
+                        "index": gpu[a.id.handle],
+                        "name": a.name,
+                        "product": a.product_name,
+                        "cu_count": a.cu_count,
+                        "wavefront_size": a.wave_front_size,
+                        "process_id": proc.metadata.pid,
+                    }
+                )
+        syms = {s.kernel_id: s for s in proc.kernel_symbols}
+        for d in proc.buffer_records.kernel_dispatch:
+            info = d.dispatch_info
+            sym = syms.get(info.kernel_id) if info.kernel_id is not None else None
+            name = sym and (sym.formatted_kernel_name or sym.kernel_name)
+            if not name:
+                raise InputError(
+                    f"{path}: kernel_id {info.kernel_id} has no kernel_symbols entry, "
+                    f"expected {_EXPECTED}"
+                )
+            wg, gr = info.workgroup_size, info.grid_size
+            row = {
+                "name": name,
+                "start_ns": d.start_timestamp,
+                "end_ns": d.end_timestamp,
+                "device": gpu.get(info.agent_id.handle),
+                "stream": d.stream_id.handle if d.stream_id else None,
+                "queue": info.queue_id.handle,
+                "correlation_id": d.correlation_id.internal,
+                "dispatch_id": info.dispatch_id,
+                "process_id": proc.metadata.pid,
+                "thread_id": d.thread_id,
+                "grid_x": _ceil(gr.x, wg.x),
+                "grid_y": _ceil(gr.y, wg.y),
+                "grid_z": _ceil(gr.z, wg.z),
+                "block_x": wg.x,
+                "block_y": wg.y,
+                "block_z": wg.z,
+                "registers": sym.arch_vgpr_count if sym else None,
+                "accum_vgpr": sym.accum_vgpr_count if sym else None,
+                "sgpr": sym.sgpr_count if sym else None,
+                "shared_bytes": info.group_segment_size,
+                "scratch_bytes": info.private_segment_size,
+            }
+            for c in KERNELS.column_names:
+                k[c].append(row.get(c))
+        for cp in proc.buffer_records.memory_copy:
+            s, t = kind_of.get(cp.src_agent_id.handle), kind_of.get(cp.dst_agent_id.handle)
+            kind = f"{s}to{t}" if s and t else "unknown"
+            src, dst = gpu.get(cp.src_agent_id.handle), gpu.get(cp.dst_agent_id.handle)
+            row = {
+                "name": f"MEMORY_COPY_{kind}",
+                "kind": kind,
+                "bytes": cp.bytes,
+                "start_ns": cp.start_timestamp,
+                "end_ns": cp.end_timestamp,
+                "device": dst if kind == "HtoD" else src,
+                "src_device": src,
+                "dst_device": dst,
+                "correlation_id": cp.correlation_id.internal,
+            }
+            for col in MEMCPY.column_names:
+                m[col].append(row.get(col))
+        b = proc.buffer_records
+        api_records += len(b.hip_api) + len(b.hsa_api) + len(b.marker_api)
+    out = TraceTables()
+    for spec, cols, attr in ((KERNELS, k, "kernels"), (MEMCPY, m, "memcpy")):
+        n = len(cols["start_ns"])
+        start = pa.chunked_array([pa.array(cols["start_ns"], _I64)])
+        end = pa.chunked_array([pa.array(cols["end_ns"], _I64)])
+        dur = check_times(path, start, end, _EXPECTED)
+        given = {
+            c: pa.array(v, spec.schema.field(c).type)
+            for c, v in cols.items()
+            if c
+            in (set(spec.column_names) - {"source", "time_is_gpu", "dur_ns", "start_ns", "end_ns"})
+        }
+        given.update(source=SOURCE, start_ns=start, end_ns=end, dur_ns=dur)
+        if attr == "kernels":
+            given["time_is_gpu"] = True
+        setattr(out, attr, fill_table(path, spec, n, given))
+    out.meta = {
+        "tool": "rocprofv3",
+        "format": SOURCE,
+        "files": [str(path)],
+        "clock": {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"},
+        "devices": devices,
+        "device_ids": "GPU index 0..n-1 in agents order",
+        "api_records_not_tabled": api_records,
+    }
+    return out
+
+
+class Rocprofv3JsonImporter(Importer):
+    """rocprofv3 JSON output (``rocprofiler-sdk-tool``)."""
+
+    name: ClassVar[str] = SOURCE
+    description: ClassVar[str] = 'rocprofv3 JSON output ({"rocprofiler-sdk-tool": [...]})'
+
+    @classmethod
+    def sniff(cls, path: Path, head: bytes) -> bool:
+        return head.lstrip()[:1] == b"{" and _KEY in head[:4096]
+
+    def read(self, path: Path) -> TraceTables:
+        return read_rocprofv3_json(path)

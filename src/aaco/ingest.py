@@ -1,0 +1,271 @@
+"""Bring kernel traces into a session bundle: import, classify, attribute, measure, write.
+
+Used by ``aaco import`` (traces captured elsewhere, into a new or an existing bundle) and by
+``aaco run`` when it captures a trace itself (``--framework torch``, ``--profile kernels``).
+
+The steps are the pipeline of this issue, each a pure analyzer over tables:
+:func:`aaco.importers.registry.import_paths` -> :func:`aaco.analysis.kernels.classify_table`
+-> :func:`aaco.analysis.attribution.attribute_kernels` / ``kernel_groups`` ->
+:func:`aaco.analysis.timeline.derived_metrics`; then every table is written atomically.
+
+Example::
+
+    session = import_new([Path("trace.json.gz")], Path("sessions"))
+    session.table("kernels").num_rows
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from aaco import __version__
+from aaco.errors import InputError, UsageError
+from aaco.importers.base import TABLE_FIELDS, TraceTables
+from aaco.session.bundle import (
+    FORMAT_VERSION,
+    SESSION_FILE,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    BundleWriter,
+    Session,
+    atomic_write_json,
+    read_json,
+    utc_now_iso,
+    write_table,
+)
+from aaco.session.schema import KERNEL_GROUPS, OP_KERNEL_MAP, TABLES
+
+__all__ = [
+    "DERIVED_METRICS_FILE",
+    "TRACE_TABLES",
+    "AnalyzedTrace",
+    "analyze_trace",
+    "import_into",
+    "import_new",
+    "ingest_traces",
+]
+
+DERIVED_METRICS_FILE = "metrics/derived_metrics.json"
+ATTRIBUTION_SUMMARY_FILE = "attribution/summary.json"
+IMPORT_META_FILE = "profiler/import.json"
+#: tables an import writes (an existing bundle's ``ops`` is extended, the rest replaced)
+TRACE_TABLES = ("kernels", "api_calls", "memcpy", "annotations", "kernel_counters")
+
+
+@dataclass
+class AnalyzedTrace:
+    """An imported trace with its kernels classified, attributed and measured."""
+
+    tables: TraceTables
+    op_map: pa.Table = field(default_factory=OP_KERNEL_MAP.empty)
+    groups: pa.Table = field(default_factory=KERNEL_GROUPS.empty)
+    attribution: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def analyze_trace(
+    tables: TraceTables,
+    *,
+    graph_node_count: int | None = None,
+    microkernel_threshold_ns: int = 10_000,
+) -> AnalyzedTrace:
+    """Classify kernels, attribute them to operators and compute the derived metrics."""
+    from aaco.analysis.attribution import attribute_kernels, attribution_summary, kernel_groups
+    from aaco.analysis.kernels import classify_table
+    from aaco.analysis.timeline import derived_metrics
+
+    tables.kernels = classify_table(tables.kernels)
+    op_map = attribute_kernels(tables.kernels, tables.ops, tables.api_calls, tables.annotations)
+    groups = kernel_groups(op_map, tables.ops, tables.api_calls, kernels=tables.kernels)
+    metrics = derived_metrics(
+        tables.kernels,
+        memcpy=tables.memcpy,
+        api_calls=tables.api_calls,
+        annotations=tables.annotations,
+        graph_node_count=graph_node_count,
+        microkernel_threshold_ns=microkernel_threshold_ns,
+    )
+    return AnalyzedTrace(
+        tables=tables,
+        op_map=op_map,
+        groups=groups,
+        attribution=attribution_summary(op_map),
+        metrics=metrics,
+    )
+
+
+def _file_facts(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    from aaco.analysis.graph import file_sha256
+
+    out = []
+    for p in paths:
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            out.append(
+                {"path": str(f.resolve()), "bytes": f.stat().st_size, "sha256": file_sha256(f)}
+            )
+    return out
+
+
+def _write_analyzed(bundle: Path, analyzed: AnalyzedTrace, existing_ops: pa.Table | None) -> None:
+    t = analyzed.tables
+    for name in TRACE_TABLES:
+        table = getattr(t, name)
+        write_table(bundle / TABLES[name].path, TABLES[name].conform(table))
+    if t.ops.num_rows:
+        ops = t.ops
+        if existing_ops is not None and existing_ops.num_rows:
+            ops = pa.concat_tables([existing_ops, TABLES["ops"].conform(ops)])
+        write_table(bundle / TABLES["ops"].path, TABLES["ops"].conform(ops))
+    write_table(bundle / OP_KERNEL_MAP.path, analyzed.op_map)
+    write_table(bundle / KERNEL_GROUPS.path, analyzed.groups)
+    atomic_write_json(bundle / ATTRIBUTION_SUMMARY_FILE, analyzed.attribution)
+    atomic_write_json(bundle / DERIVED_METRICS_FILE, analyzed.metrics)
+
+
+def _import_record(
+    paths: Sequence[Path], analyzed: AnalyzedTrace, seconds: float
+) -> dict[str, Any]:
+    t = analyzed.tables
+    return {
+        "imported_utc": utc_now_iso(),
+        "files": _file_facts(paths),
+        "importers": sorted({str(m.get("importer")) for m in t.meta.get("sources", [])}),
+        "sources": t.meta.get("sources", []),
+        "skipped": t.meta.get("skipped", []),
+        "rows": {name: getattr(t, name).num_rows for name in TABLE_FIELDS},
+        "events": t.event_count,
+        "seconds": round(seconds, 4),
+    }
+
+
+def ingest_traces(
+    bundle_dir: Path, paths: Sequence[Path], *, graph_node_count: int | None = None
+) -> dict[str, Any]:
+    """Import ``paths`` into the bundle folder ``bundle_dir`` (staging or published).
+
+    Writes the trace tables, attribution and derived metrics; returns the import record
+    (also written to ``profiler/import.json``). Raises InputError on unreadable traces,
+    before anything is written.
+    """
+    t0 = time.perf_counter()
+    from aaco.importers.registry import import_paths
+
+    tables = import_paths(paths)
+    existing = _existing_ops(bundle_dir)
+    analyzed = analyze_trace(tables, graph_node_count=graph_node_count)
+    _write_analyzed(bundle_dir, analyzed, existing)
+    record = _import_record(paths, analyzed, time.perf_counter() - t0)
+    atomic_write_json(bundle_dir / IMPORT_META_FILE, record)
+    return record
+
+
+def _existing_ops(bundle_dir: Path) -> pa.Table | None:
+    f = bundle_dir / TABLES["ops"].path
+    if not f.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    return TABLES["ops"].conform(pq.read_table(f))
+
+
+def _graph_node_count(session: Session) -> int | None:
+    meta = session.model_meta or {}
+    count = meta.get("node_count")
+    return int(count) if isinstance(count, int) else None
+
+
+def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
+    """Add traces to an existing bundle; refuses to mix two imports unless ``replace``."""
+    session = Session.load(session_dir)
+    if session.has_table("kernels") and not replace:
+        raise UsageError(
+            f"{session.path}: already holds a kernel trace; pass --replace to replace it"
+        )
+    meta = dict(session.meta)
+    record = ingest_traces(session.path, paths, graph_node_count=_graph_node_count(session))
+    meta.setdefault("imports", []).append(
+        {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
+    )
+    atomic_write_json(session.path / SESSION_FILE, meta)
+    _write_reports(session.path)
+    return Session.load(session.path)
+
+
+def import_new(
+    paths: Sequence[Path], output: Path, *, tag: str | None = None, argv: list[str] | None = None
+) -> Session:
+    """Create a new bundle under the sessions root ``output`` holding only the traces."""
+    if not paths:
+        raise UsageError("give at least one trace file or directory to import")
+    for p in paths:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such file or directory")
+    writer = BundleWriter(output)
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "aaco_version": __version__,
+        "session_id": writer.session_id,
+        "kind": "import",
+        "created_utc": utc_now_iso(),
+        "finished_utc": None,
+        "status": STATUS_FAILED,
+        "error": None,
+        "tag": tag,
+        "command_line": list(argv if argv is not None else sys.argv),
+        "model": {"name": None, "path": None, "source": "import"},
+        "backend": {"name": None, "provider": None},
+        "run": {"framework": None, "profile": "imported"},
+        "failures": [],
+    }
+    try:
+        record = ingest_traces(writer.path, paths)
+    except BaseException:
+        writer.discard()
+        raise
+    meta["status"] = STATUS_COMPLETED
+    meta["finished_utc"] = utc_now_iso()
+    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
+    meta["run"]["framework"] = _framework(record)
+    names = [Path(p).name for p in paths]
+    meta["model"] = {
+        "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
+        "path": str(Path(paths[0]).resolve()),
+        "source": "import",
+    }
+    meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
+    writer.write_json(SESSION_FILE, meta)
+    final = writer.publish()
+    _write_reports(final)
+    return Session.load(final)
+
+
+def _framework(record: dict[str, Any]) -> str | None:
+    tools = {str(s.get("tool")) for s in record.get("sources", []) if s.get("tool")}
+    return ", ".join(sorted(tools)) or None
+
+
+def _write_reports(bundle: Path) -> None:
+    """Refresh the bundle's rendered reports (report/), as ``aaco run`` leaves them."""
+    from aaco.report.json import JsonRenderer
+    from aaco.report.terminal import TerminalRenderer
+    from aaco.session.bundle import atomic_write_bytes
+
+    session = Session.load(bundle)
+    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
+        target = bundle / "report" / f"report{renderer.output_file_extension}"
+        try:
+            atomic_write_bytes(target, renderer.render(session).encode())
+        except Exception as exc:  # a convenience copy; record it and keep the data
+            meta = read_json(bundle / SESSION_FILE)
+            meta.setdefault("failures", []).append(
+                {"stage": f"report_{renderer.name}", "error": str(exc)[:400]}
+            )
+            atomic_write_json(bundle / SESSION_FILE, meta)
