@@ -4,6 +4,25 @@
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev
 cd "$ROOT"
+# The PyTorch runner's tests need torch (an optional extra). Install it when a CPU build
+# lies in pip's local wheel folder (PIP_FIND_LINKS), or when AACO_TEST_TORCH=1 asks for the
+# extra from the index (several GB: PyPI's default build bundles CUDA). Otherwise those
+# tests are skipped, and pytest says so.
+if ! python -c "import torch" 2>/dev/null; then
+  wheel=""
+  for dir in ${PIP_FIND_LINKS:-} /opt/wheels; do
+    for f in "$dir"/torch-*+cpu-cp"$(python -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"-*.whl; do
+      [ -f "$f" ] && wheel="$f"
+    done
+  done
+  if [ -n "$wheel" ]; then
+    python -m pip install --quiet "$wheel"
+  elif [ "${AACO_TEST_TORCH:-0}" = "1" ]; then
+    python -m pip install --quiet -e "$ROOT[torch]"
+  else
+    echo "note: torch not installed; the PyTorch runner tests will be skipped (AACO_TEST_TORCH=1 installs it)" >&2
+  fi
+fi
 ruff check src tests bench scripts
 ruff format --check src tests bench scripts
 mypy

@@ -147,7 +147,11 @@ def _import_record(
 
 
 def ingest_traces(
-    bundle_dir: Path, paths: Sequence[Path], *, graph_node_count: int | None = None
+    bundle_dir: Path,
+    paths: Sequence[Path],
+    *,
+    graph_node_count: int | None = None,
+    keep_ops_rows: int | None = None,
 ) -> dict[str, Any]:
     """Import ``paths`` into the bundle folder ``bundle_dir`` (staging or published).
 
@@ -160,6 +164,8 @@ def ingest_traces(
 
     tables = import_paths(paths)
     existing = _existing_ops(bundle_dir)
+    if existing is not None and keep_ops_rows is not None:
+        existing = existing.slice(0, keep_ops_rows)  # drop the rows a replaced import added
     analyzed = analyze_trace(tables, graph_node_count=graph_node_count)
     _write_analyzed(bundle_dir, analyzed, existing)
     record = _import_record(paths, analyzed, time.perf_counter() - t0)
@@ -185,12 +191,22 @@ def _graph_node_count(session: Session) -> int | None:
 def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
     """Add traces to an existing bundle; refuses to mix two imports unless ``replace``."""
     session = Session.load(session_dir)
-    if session.has_table("kernels") and not replace:
+    if session.meta.get("imports") and not replace:
         raise UsageError(
-            f"{session.path}: already holds a kernel trace; pass --replace to replace it"
+            f"{session.path}: already holds an imported trace; pass --replace to replace it"
         )
     meta = dict(session.meta)
-    record = ingest_traces(session.path, paths, graph_node_count=_graph_node_count(session))
+    if "native_ops_rows" not in meta:
+        ops = session.ops()
+        meta["native_ops_rows"] = 0 if ops is None else ops.num_rows
+    record = ingest_traces(
+        session.path,
+        paths,
+        graph_node_count=_graph_node_count(session),
+        keep_ops_rows=int(meta["native_ops_rows"]),
+    )
+    if replace:
+        meta["imports"] = []
     meta.setdefault("imports", []).append(
         {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
     )
@@ -233,6 +249,7 @@ def import_new(
     meta["status"] = STATUS_COMPLETED
     meta["finished_utc"] = utc_now_iso()
     meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
+    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
     meta["run"]["framework"] = _framework(record)
     names = [Path(p).name for p in paths]
     meta["model"] = {

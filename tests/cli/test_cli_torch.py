@@ -85,7 +85,8 @@ def test_torch_run_json_report(tmp_path: Path) -> None:
         ),
         (
             ["--model", f"{FIXTURES}:tiny_mlp", "--backend", "cuda"],
-            "aaco: error: --backend chooses an ONNX Runtime provider; with --framework torch use --device",
+            "aaco: error: --backend chooses an ONNX Runtime provider; "
+            "with --framework torch use --device",
         ),
     ],
 )

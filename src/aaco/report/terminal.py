@@ -131,7 +131,9 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
     top = r["top_ops"]
     prof = r["summary"].get("profile")
     if not top:
-        if (r.get("requested") or {}).get("profile") is False:
+        if (r.get("requested") or {}).get("profile") == "imported":
+            why = "none in this trace"
+        elif (r.get("requested") or {}).get("profile") is False:
             why = "not requested (run without --no-profile to see where the time went)"
         else:
             why = "the profiled pass recorded no operator executions (see warnings)"
@@ -297,9 +299,9 @@ def _top_kernels(r: dict[str, Any]) -> Table | Text:
     if not top:
         return Text("")
     t = Table(title="Top kernels", title_justify="left", show_edge=False, pad_edge=False)
-    t.add_column("kernel", no_wrap=True)
-    t.add_column("family")
-    t.add_column("total ms", justify="right")
+    t.add_column("kernel", no_wrap=True, max_width=60)
+    t.add_column("family", no_wrap=True, min_width=13)
+    t.add_column("ms", justify="right")
     t.add_column("share", justify="right")
     t.add_column("", no_wrap=True)
     t.add_column("calls", justify="right")
@@ -307,8 +309,8 @@ def _top_kernels(r: dict[str, Any]) -> Table | Text:
     top_pct = max((k["pct"] for k in top), default=0.0) or 1.0
     for k in top:
         name = k.get("short_name") or k["name"]
-        if len(name) > 56:
-            name = name[:55] + "…"
+        if len(name) > 50:
+            name = name[:49] + "…"
         t.add_row(
             escape(name),
             escape(k.get("family") or "?"),
@@ -352,12 +354,13 @@ def _op_kernels(r: dict[str, Any]) -> Table | Text:
         name = g["op_name"] or "?"
         top = g.get("top_kernel") or ""
         kpc = g.get("kernels_per_call")
+        ranged = g["op_calls"] == 0  # a marker range, not an operator row: no calls/CPU time
         t.add_row(
             escape(name if len(name) <= 40 else "…" + name[-39:]),
-            f"{g['op_calls']:,}",
+            "-" if ranged else f"{g['op_calls']:,}",
             "unknown" if kpc is None else f"{kpc:.1f}",
             fmt_ms(g["gpu_ms"]),
-            fmt_ms(g["cpu_ms"]),
+            "-" if ranged else fmt_ms(g["cpu_ms"]),
             fmt_ms(g["launch_overhead_ms"]),
             escape(top if len(top) <= 40 else top[:39] + "…"),
         )

@@ -61,7 +61,7 @@ class TableSpec:
         extra = sorted(set(data) - set(self.column_names))
         if missing or extra:
             raise ValueError(f"table {self.name}: missing columns {missing}, unknown {extra}")
-        arrays = [pa.array(data[c.name], type=c.type) for c in self.columns]
+        arrays = [_as_array(data[c.name], c.type) for c in self.columns]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def from_rows(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -91,6 +91,13 @@ class TableSpec:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise BundleError(f"table {self.name} has a column of the wrong type: {exc}") from exc
         return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+def _as_array(values: Any, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    # Arrow data is cast in C++; pa.array() would walk it element by element in Python.
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values if values.type == typ else values.cast(typ)
+    return pa.array(values, type=typ)
 
 
 def _c(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> Column:
