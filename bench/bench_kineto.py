@@ -4,13 +4,18 @@ Generates (bench/gen_kineto_trace.py, seeded) a CUDA-flavour trace in Kineto's l
 runs each tool in its own fresh subprocess and measures wall time and peak RSS
 (``ru_maxrss``), also RSS growth over the process's baseline after its imports:
 
-* AACO: :func:`aaco_job` (``KinetoImporter().read``; the analysis joins it later).
+* AACO: :func:`aaco_job`: import + the full analysis ``aaco import`` runs.
 * HTA: ``TraceAnalysis(trace_dir=...)`` + ``get_temporal_breakdown(visualize=False)`` under
-  ``/tmp/hta-venv/bin/python`` (skipped with a message when that interpreter is missing).
+  ``/tmp/hta-venv/bin/python`` (skipped with a message when that interpreter is missing;
+  ``python3.11 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis``).
+  Run a second time with ``HTA_DISABLE_NS_ROUNDING=1`` (untimed): by default HTA rounds each
+  event's start up and end down to whole microseconds, which shifts its breakdown on traces
+  with sub-microsecond times; without rounding it must agree with AACO's breakdown over the
+  kernels HTA keeps (:func:`aaco.analysis.timeline.hta_selection`).
 
 Usage::
 
-    python bench/bench_kineto.py [--events 216000] [--keep DIR] [--no-hta]
+    python bench/bench_kineto.py [--events 216000] [--keep DIR] [--no-hta] [--no-hta-exact]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +41,33 @@ def aaco_job(path: Path) -> dict[str, Any]:
     from aaco.importers.kineto import KinetoImporter
     from aaco.ingest import analyze_trace
 
+    t0 = time.perf_counter()
     tables = KinetoImporter().read(path)
+    t1 = time.perf_counter()
     analyzed = analyze_trace(tables)
+    t2 = time.perf_counter()
     return {
+        "import_s": t1 - t0,
+        "analysis_s": t2 - t1,
         "rows": tables.event_count,
         "kernels": tables.kernels.num_rows,
         "temporal_breakdown": analyzed.metrics["temporal_breakdown"],
+        # for the comparison with HTA, computed after the timing (see _AACO_CHILD)
+        "tables": tables,
         "attributed": analyzed.attribution.get("kernels_attributed_fraction"),
         # forked decoding workers and their memory (see _AACO_CHILD)
         "workers": tables.meta.get("workers", []),
     }
+
+
+def _hta_view(tables: Any) -> list[dict[str, Any]]:
+    """AACO's temporal breakdown over the kernels HTA keeps (it drops the last step's)."""
+    from aaco.analysis.timeline import hta_selection, temporal_breakdown
+
+    kernels, memcpy = hta_selection(
+        tables.kernels, tables.memcpy, tables.api_calls, tables.annotations
+    )
+    return temporal_breakdown(kernels, memcpy)
 
 
 _AACO_CHILD = """
@@ -53,12 +76,13 @@ sys.path.insert(0, {bench!r})
 from pathlib import Path
 import aaco.importers.kineto, aaco.ingest, pyarrow, numpy, msgspec  # imports out of the timing
 import aaco.analysis.attribution, aaco.analysis.kernels, aaco.analysis.timeline
-from bench_kineto import aaco_job
+from bench_kineto import _hta_view, aaco_job
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 out = aaco_job(Path({path!r}))
 dt = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out["temporal_breakdown_hta_selection"] = _hta_view(out.pop("tables"))
 # the whole job's memory counts the forked workers: their peak RSS (RUSAGE_CHILDREN, which
 # also counts the pages they share with this process) and their private memory (own pages
 # and copy-on-write copies, read from /proc at their end)
@@ -85,14 +109,29 @@ print(json.dumps({{"seconds": dt, "load_seconds": t1 - t0, "peak_kb": peak, "bas
 """
 
 
-def _run(python: str, code: str) -> dict[str, Any]:
+def _run(python: str, code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [python, "-c", code], capture_output=True, text=True, check=False, cwd=HERE.parent
+        [python, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=HERE.parent,
+        env={**os.environ, **(env or {})},
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def _print_hta(label: str, r: dict[str, Any]) -> None:
+    for row in r["out"]:
+        print(
+            f"{label}, rank {row['rank']}: idle {row['idle_time(us)']:.0f} us, compute "
+            f"{row['compute_time(us)']:.0f} us, non-compute {row['non_compute_time(us)']:.0f} "
+            f"us, total {row['kernel_time(us)']:.0f} us ({row['idle_time_pctg']:.2f} / "
+            f"{row['compute_time_pctg']:.2f} / {row['non_compute_time_pctg']:.2f} %)"
+        )
 
 
 def main() -> None:
@@ -101,6 +140,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, help="write the trace here and keep it")
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument(
+        "--no-hta-exact", action="store_true", help="skip HTA's second run without rounding"
+    )
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,14 +162,17 @@ def main() -> None:
         rows: list[tuple[str, dict[str, Any]]] = []
         aaco = _run(sys.executable, _AACO_CHILD.format(bench=str(HERE), path=str(path)))
         rows.append(("aaco", aaco))
-        for row in aaco["out"]["temporal_breakdown"]:
-            print(
-                f"AACO temporal breakdown, device {row['device']}: idle "
-                f"{row['idle_ns'] / 1e3:.0f} us, compute {row['compute_ns'] / 1e3:.0f} us, "
-                f"non-compute {row['non_compute_ns'] / 1e3:.0f} us "
-                f"({row['idle_pct']:.2f} / {row['compute_pct']:.2f} / "
-                f"{row['non_compute_pct']:.2f} %)"
-            )
+        views = (("all kernels", "temporal_breakdown"),
+                 ("HTA's selection", "temporal_breakdown_hta_selection"))  # fmt: skip
+        for label, key in views:
+            for row in aaco["out"][key]:
+                print(
+                    f"AACO temporal breakdown ({label}), device {row['device']}: idle "
+                    f"{row['idle_ns'] / 1e3:.0f} us, compute {row['compute_ns'] / 1e3:.0f} "
+                    f"us, non-compute {row['non_compute_ns'] / 1e3:.0f} us, total "
+                    f"{row['total_ns'] / 1e3:.0f} us ({row['idle_pct']:.2f} / "
+                    f"{row['compute_pct']:.2f} / {row['non_compute_pct']:.2f} %)"
+                )
         if a.no_hta:
             print("HTA: skipped (--no-hta)")
         elif not HTA_PYTHON.exists():
@@ -135,7 +180,16 @@ def main() -> None:
         else:
             hta = _run(str(HTA_PYTHON), _HTA_CHILD.format(trace_dir=str(trace_dir)))
             rows.append(("hta", hta))
-            print(f"HTA temporal breakdown: {hta['out']}")
+            _print_hta("HTA temporal breakdown (default: ts rounded up, end down, to us)", hta)
+            if not a.no_hta_exact:
+                # HTA rounds event times to whole microseconds by default; with rounding off
+                # its definitions give AACO's numbers (AACO keeps Kineto's ns resolution)
+                exact = _run(
+                    str(HTA_PYTHON),
+                    _HTA_CHILD.format(trace_dir=str(trace_dir)),
+                    {"HTA_DISABLE_NS_ROUNDING": "1"},
+                )
+                _print_hta("HTA temporal breakdown (HTA_DISABLE_NS_ROUNDING=1)", exact)
 
         print(f"{'tool':6} {'events':>8} {'seconds':>8} {'events/s':>10} {'peak MB':>8} "
               f"{'+RSS MB':>8}")  # fmt: skip
@@ -144,6 +198,8 @@ def main() -> None:
             grow = (r["peak_kb"] - r["base_kb"]) / 1024
             print(f"{name:6} {n:8d} {r['seconds']:8.3f} {n / r['seconds']:10.0f} {peak:8.1f} "
                   f"{grow:8.1f}")  # fmt: skip
+        print(f"aaco stages: import {aaco['out']['import_s']:.3f} s, analysis "
+              f"{aaco['out']['analysis_s']:.3f} s")  # fmt: skip
         if aaco.get("children_peak_kb"):
             kid, private = aaco["children_peak_kb"] / 1024, aaco["children_private_kb"] / 1024
             print(f"aaco worker process: peak RSS {kid:.1f} MB (shared pages included), "

@@ -32,6 +32,7 @@ from aaco.analysis.launches import match_copies, match_launches
 from aaco.analysis.timeline import (
     derived_metrics,
     gpu_active_ratio,
+    hta_selection,
     idle_breakdown,
     kernel_summary,
     launch_metrics,
@@ -162,6 +163,26 @@ def test_temporal_breakdown_matches_hand_and_hta() -> None:
         5 * US, 22 * US, 0, 27 * US,
     )  # fmt: skip
     assert temporal_breakdown(_kernels(gpu_time=False), _memcpy()) == []
+
+
+def test_hta_selection_drops_last_step_and_untraced_launches() -> None:
+    k, mc, api = _kernels(), _memcpy(), _api()
+    # one step: HTA filters nothing
+    assert hta_selection(k, mc, api, _steps()) == (k, mc)
+    two = ANNOTATIONS.from_rows(
+        [{"source": "test", "kind": "step", "name": f"ProfilerStep#{i}", "start_ns": s * US,
+          "dur_ns": d * US, "step": i} for i, s, d in ((3, 0, 58), (4, 58, 200))]
+    )  # fmt: skip
+    kk, mm = hta_selection(k, mc, api, two)
+    # launches starting before 58 us: correlations 1, 2, 5 (memcpy), 6; the kernels of the
+    # last step (3, 4) and those with no launch call (device 1) are dropped
+    assert sorted(kk.column("correlation_id").to_pylist()) == [1, 2, 6]
+    assert mm.column("correlation_id").to_pylist() == [5]
+    # device 0 then spans [10, 61): busy [10,55) + [60,61) = 46; compute 30 + 10 + 1 = 41
+    (row,) = temporal_breakdown(kk, mm)
+    assert (row["total_ns"], row["idle_ns"], row["compute_ns"], row["non_compute_ns"]) == (
+        51 * US, 5 * US, 41 * US, 5 * US,
+    )  # fmt: skip
 
 
 def test_idle_breakdown_host_kernel_and_other_waits() -> None:

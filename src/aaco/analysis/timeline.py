@@ -28,6 +28,7 @@ __all__ = [
     "RUNTIME_CUTOFF_NS",
     "derived_metrics",
     "gpu_active_ratio",
+    "hta_selection",
     "idle_breakdown",
     "kernel_summary",
     "launch_metrics",
@@ -232,6 +233,30 @@ def temporal_breakdown(kernels: pa.Table, memcpy: pa.Table | None = None) -> lis
             row[f"{k}_pct"] = 100.0 * row[f"{k}_ns"] / total if total else None
         out.append(row)
     return out
+
+
+def hta_selection(
+    kernels: pa.Table, memcpy: pa.Table, api_calls: pa.Table, annotations: pa.Table
+) -> tuple[pa.Table, pa.Table]:
+    """The kernels and copies HTA's ``TraceAnalysis`` keeps by default, for comparisons.
+
+    HTA (``Trace._filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
+    keeps a GPU event only when its correlation id matches a host event that starts before
+    the last ``ProfilerStep`` starts: the last step's kernels and any kernel whose launch was
+    not traced are dropped. With fewer than two steps HTA filters nothing, nor does this.
+    AACO's own metrics keep every kernel; this is for side-by-side checks with HTA.
+    """
+    steps = annotations.filter(pc.equal(annotations.column("kind"), "step"))
+    if len(set(steps.column("step").to_pylist())) < 2:
+        return kernels, memcpy
+    last = pc.max(steps.column("start_ns")).as_py()
+    before = api_calls.filter(pc.less(api_calls.column("start_ns"), last))
+    corr = pc.drop_null(before.column("correlation_id")).combine_chunks()
+
+    def keep(table: pa.Table) -> pa.Table:
+        return table.filter(pc.is_in(table.column("correlation_id"), value_set=corr))
+
+    return keep(kernels), keep(memcpy)
 
 
 def idle_breakdown(
