@@ -364,19 +364,8 @@ def _run_into(
     failures: list[dict[str, str]] = meta["failures"]
     writer.write_json("session.json", meta)
 
-    def attempt(stage: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as exc:  # a side product failed: record it, keep the run
-            failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
-            return None
-
-    from aaco.collectors.environment import capture_environment
-
-    env = attempt("environment", capture_environment, meta["command_line"], available)
-    if env is not None:
-        writer.write_json("env.json", env)
-        meta["fingerprint"] = env.get("fingerprint")
+    attempt = _Attempt(failures)
+    _write_env(writer, meta, attempt, available)
     attempt("graph", _write_graph, writer, model, proto, inputs)
 
     spec = RunSpec(
@@ -408,6 +397,32 @@ def _run_into(
     session = Session.load(writer.final_path)
     _write_reports(session, meta)
     return session
+
+
+class _Attempt:
+    """Run a side product; on failure record ``{stage, error}`` and carry on (None)."""
+
+    def __init__(self, failures: list[dict[str, str]]) -> None:
+        self.failures = failures
+
+    def __call__(self, stage: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # a side product failed: record it, keep the run
+            self.failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
+            return None
+
+
+def _write_env(
+    writer: BundleWriter, meta: dict[str, Any], attempt: _Attempt, available: list[str]
+) -> None:
+    """env.json and the session's fingerprint (a failure is recorded, not raised)."""
+    from aaco.collectors.environment import capture_environment
+
+    env = attempt("environment", capture_environment, meta["command_line"], available)
+    if env is not None:
+        writer.write_json("env.json", env)
+        meta["fingerprint"] = env.get("fingerprint")
 
 
 def _write_reports(session: Session, meta: dict[str, Any]) -> None:
@@ -753,19 +768,8 @@ def _run_torch_into(
     failures: list[dict[str, str]] = meta["failures"]
     writer.write_json("session.json", meta)
 
-    def attempt(stage: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as exc:  # a side product failed: record it, keep the run
-            failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
-            return None
-
-    from aaco.collectors.environment import capture_environment
-
-    env = attempt("environment", capture_environment, meta["command_line"], [])
-    if env is not None:
-        writer.write_json("env.json", env)
-        meta["fingerprint"] = env.get("fingerprint")
+    attempt = _Attempt(failures)
+    _write_env(writer, meta, attempt, [])
     spec = TorchRunSpec(
         model=ref.target,
         model_kind=ref.kind,

@@ -53,6 +53,30 @@ _OPT_LEVEL_NAMES = {
 }
 
 
+def iters_table(
+    w_starts: array[int], w_ends: array[int], m_starts: array[int], m_ends: array[int]
+) -> pa.Table:
+    """The ``inference_iters`` table of the warmup and measured calls' clock readings."""
+    starts = np.concatenate([np.frombuffer(w_starts, np.int64), np.frombuffer(m_starts, np.int64)])
+    ends = np.concatenate([np.frombuffer(w_ends, np.int64), np.frombuffer(m_ends, np.int64)])
+    return INFERENCE_ITERS.from_columns(
+        {
+            "phase": pa.concat_arrays(
+                [
+                    pa.repeat(pa.scalar("warmup"), len(w_starts)),
+                    pa.repeat(pa.scalar("measured"), len(m_starts)),
+                ]
+            ),
+            "iteration": np.concatenate(
+                [np.arange(len(w_starts), dtype=np.int32), np.arange(len(m_starts), dtype=np.int32)]
+            ),
+            "start_ns": starts,
+            "end_ns": ends,
+            "latency_ns": ends - starts,
+        }
+    )
+
+
 def timing_loop(
     run: Any, output_names: list[str] | None, feeds: dict[str, Any], n: int
 ) -> tuple[array[int], array[int]]:
@@ -218,25 +242,7 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
     if m_starts:
         result.phases["measured"] = [m_starts[0], m_ends[-1]]
     result.measured_iterations = len(m_starts)
-    starts = np.concatenate([np.frombuffer(w_starts, np.int64), np.frombuffer(m_starts, np.int64)])
-    ends = np.concatenate([np.frombuffer(w_ends, np.int64), np.frombuffer(m_ends, np.int64)])
-    table = INFERENCE_ITERS.from_columns(
-        {
-            "phase": pa.concat_arrays(
-                [
-                    pa.repeat(pa.scalar("warmup"), len(w_starts)),
-                    pa.repeat(pa.scalar("measured"), len(m_starts)),
-                ]
-            ),
-            "iteration": np.concatenate(
-                [np.arange(len(w_starts), dtype=np.int32), np.arange(len(m_starts), dtype=np.int32)]
-            ),
-            "start_ns": starts,
-            "end_ns": ends,
-            "latency_ns": ends - starts,
-        }
-    )
-    write_table(bundle_dir / INFERENCE_ITERS.path, table)
+    write_table(bundle_dir / INFERENCE_ITERS.path, iters_table(w_starts, w_ends, m_starts, m_ends))
     del sess
 
     if spec.profile:

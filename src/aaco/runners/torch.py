@@ -37,11 +37,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 from aaco.errors import InputError, UsageError
-from aaco.runners.ort import _one_line, _Progress
+from aaco.runners.ort import _one_line, _Progress, iters_table
 from aaco.runners.spec import (
     PROGRESS_FILE,
     RESULT_FILE,
@@ -330,29 +327,6 @@ def _framework_info(spec: TorchRunSpec, torch: Any) -> dict[str, Any]:
     }
 
 
-def _iters_table(
-    w_starts: array[int], w_ends: array[int], m_starts: array[int], m_ends: array[int]
-) -> pa.Table:
-    starts = np.concatenate([np.frombuffer(w_starts, np.int64), np.frombuffer(m_starts, np.int64)])
-    ends = np.concatenate([np.frombuffer(w_ends, np.int64), np.frombuffer(m_ends, np.int64)])
-    return INFERENCE_ITERS.from_columns(
-        {
-            "phase": pa.concat_arrays(
-                [
-                    pa.repeat(pa.scalar("warmup"), len(w_starts)),
-                    pa.repeat(pa.scalar("measured"), len(m_starts)),
-                ]
-            ),
-            "iteration": np.concatenate(
-                [np.arange(len(w_starts), dtype=np.int32), np.arange(len(m_starts), dtype=np.int32)]
-            ),
-            "start_ns": starts,
-            "end_ns": ends,
-            "latency_ns": ends - starts,
-        }
-    )
-
-
 def run_worker(bundle_dir: Path) -> WorkerResult:
     """Run the spec found in ``bundle_dir``; always returns a result, never raises.
 
@@ -435,7 +409,7 @@ def _run(spec: TorchRunSpec, bundle_dir: Path, result: WorkerResult, progress: _
             result.phases["measured"] = [m_starts[0], m_ends[-1]]
         result.measured_iterations = len(m_starts)
         write_table(
-            bundle_dir / INFERENCE_ITERS.path, _iters_table(w_starts, w_ends, m_starts, m_ends)
+            bundle_dir / INFERENCE_ITERS.path, iters_table(w_starts, w_ends, m_starts, m_ends)
         )
 
         if spec.profile:
