@@ -20,6 +20,7 @@ def _iters(warm_ms: list[float], meas_ms: list[float]) -> object:
             "start_ns": starts,
             "end_ns": [s + v for s, v in zip(starts, lat, strict=True)],
             "latency_ns": lat,
+            "preprocess_ns": [None] * len(lat),
         }
     )
 

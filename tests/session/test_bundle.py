@@ -32,6 +32,7 @@ def _publish(root: Path, status: str = "completed") -> Path:
                 "start_ns": [0, 10, 20],
                 "end_ns": [5, 16, 27],
                 "latency_ns": [5, 6, 7],
+                "preprocess_ns": [None] * 3,
             }
         ),
     )

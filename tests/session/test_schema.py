@@ -17,6 +17,7 @@ def test_from_columns_builds_declared_schema() -> None:
             "start_ns": [10],
             "end_ns": [25],
             "latency_ns": [15],
+            "preprocess_ns": [None],
         }
     )
     assert t.schema.equals(INFERENCE_ITERS.schema, check_metadata=False)
@@ -28,7 +29,15 @@ def test_from_columns_rejects_missing_and_unknown_columns() -> None:
         INFERENCE_ITERS.from_columns({"phase": ["measured"]})
     with pytest.raises(ValueError, match="unknown"):
         INFERENCE_ITERS.from_columns(
-            {"phase": [], "iteration": [], "start_ns": [], "end_ns": [], "latency_ns": [], "x": []}
+            {
+                "phase": [],
+                "iteration": [],
+                "start_ns": [],
+                "end_ns": [],
+                "latency_ns": [],
+                "preprocess_ns": [],
+                "x": [],
+            }
         )
 
 

@@ -54,9 +54,14 @@ _OPT_LEVEL_NAMES = {
 
 
 def iters_table(
-    w_starts: array[int], w_ends: array[int], m_starts: array[int], m_ends: array[int]
+    w_starts: array[int],
+    w_ends: array[int],
+    m_starts: array[int],
+    m_ends: array[int],
+    preprocess_ns: np.ndarray | None = None,
 ) -> pa.Table:
-    """The ``inference_iters`` table of the warmup and measured calls' clock readings."""
+    """The ``inference_iters`` table of the warmup and measured calls' clock readings;
+    ``preprocess_ns`` (warmup then measured) when a preprocessing step ran in each call."""
     starts = np.concatenate([np.frombuffer(w_starts, np.int64), np.frombuffer(m_starts, np.int64)])
     ends = np.concatenate([np.frombuffer(w_ends, np.int64), np.frombuffer(m_ends, np.int64)])
     return INFERENCE_ITERS.from_columns(
@@ -73,6 +78,9 @@ def iters_table(
             "start_ns": starts,
             "end_ns": ends,
             "latency_ns": ends - starts,
+            "preprocess_ns": preprocess_ns
+            if preprocess_ns is not None
+            else pa.nulls(len(starts), pa.int64()),
         }
     )
 

@@ -121,6 +121,13 @@ INFERENCE_ITERS = TableSpec(
         _c("start_ns", _i64, "ns", "monotonic time just before the call", nullable=False),
         _c("end_ns", _i64, "ns", "monotonic time just after the call returned", nullable=False),
         _c("latency_ns", _i64, "ns", "end_ns - start_ns", nullable=False),
+        _c(
+            "preprocess_ns",
+            _i64,
+            "ns",
+            "time of the host-side preprocessing step inside the iteration (runner option "
+            "`--preprocess`), included in latency_ns; null when there was none",
+        ),
     ),
 )
 
@@ -515,6 +522,95 @@ KERNEL_GROUPS = TableSpec(
     ),
 )
 
+OP_COSTS = TableSpec(
+    name="op_costs",
+    path="metrics/op_costs.parquet",
+    doc="Work and memory traffic of each node of the original graph, from its inferred "
+    "shapes (docs/metrics.md, 'Work and traffic per operator').",
+    columns=(
+        _c("node_name", _str, "", "node name, as in graph_nodes (original graph)", False),
+        _c("op_type", _str, "", "operator type", False),
+        _c("domain", _str, "", "operator domain (`` for ai.onnx)"),
+        _c(
+            "dtype",
+            _str,
+            "",
+            "element type the node computes in (its first float input, else its first input)",
+        ),
+        _c(
+            "cost_model",
+            _str,
+            "",
+            "formula family used: `conv`, `gemm`, `attention`, "
+            "`elementwise`, `reduction`, `normalization`, `softmax`, `pooling`, "
+            "`data_movement`, `unknown`",
+            False,
+        ),
+        _c(
+            "flops",
+            _i64,
+            "FLOP",
+            "floating-point (or integer, for quantized ops) operations "
+            "per execution, multiply-add = 2; null when unknown",
+        ),
+        _c("macs", _i64, "", "multiply-accumulates (GEMM/conv family), else null"),
+        _c(
+            "input_bytes",
+            _i64,
+            "B",
+            "bytes of activation inputs read (each once); null when a shape is unknown",
+        ),
+        _c("weight_bytes", _i64, "B", "bytes of initializer inputs read (each once)"),
+        _c("output_bytes", _i64, "B", "bytes of outputs written"),
+        _c("bytes", _i64, "B", "input + weight + output bytes; null when any is unknown"),
+        _c("intensity", _f64, "FLOP/B", "flops / bytes; null when either is unknown or bytes is 0"),
+        _c("flops_known", _bool, "", "false for ops without a FLOP formula (bytes only)", False),
+        _c("note", _str, "", "why a value is unknown, or what the formula assumed"),
+    ),
+)
+
+ROOFLINE = TableSpec(
+    name="roofline",
+    path="metrics/roofline.parquet",
+    doc="One row per operator (level `node`) or kernel (level `kernel`): measured time, work, "
+    "traffic and where it sits against the ceilings (docs/metrics.md, 'Roofline').",
+    columns=(
+        _c("level", _str, "", "`node` or `kernel`", False),
+        _c(
+            "name", _str, "", "node name (executed node, fused ones included) or kernel name", False
+        ),
+        _c("op_type", _str, "", "operator type (node level) or kernel family"),
+        _c("dtype", _str, "", "element type used to pick the compute ceiling"),
+        _c("calls_per_iter", _f64, "", "executions per iteration"),
+        _c("time_ns", _f64, "ns", "median time per iteration (sum over its calls)"),
+        _c("time_share", _f64, "", "time_ns / total operator time per iteration (0-1)"),
+        _c("flops", _f64, "FLOP", "work per iteration; null when unknown"),
+        _c("bytes", _f64, "B", "memory traffic per iteration; null when unknown"),
+        _c("intensity", _f64, "FLOP/B", "flops / bytes"),
+        _c("achieved_flops_per_s", _f64, "FLOP/s", "flops / time"),
+        _c("achieved_bytes_per_s", _f64, "B/s", "bytes / time"),
+        _c("peak_flops_per_s", _f64, "FLOP/s", "compute ceiling used (for dtype)"),
+        _c("peak_bytes_per_s", _f64, "B/s", "memory-bandwidth ceiling used"),
+        _c("ridge_intensity", _f64, "FLOP/B", "peak_flops_per_s / peak_bytes_per_s"),
+        _c(
+            "attainable_flops_per_s",
+            _f64,
+            "FLOP/s",
+            "min(peak_flops_per_s, intensity x peak_bytes_per_s)",
+        ),
+        _c("bound", _str, "", "`memory` (intensity < ridge) or `compute`; null when unknown"),
+        _c(
+            "efficiency",
+            _f64,
+            "",
+            "achieved / attainable FLOP/s (memory-bound rows: achieved "
+            "/ peak bytes/s); 0-1, may exceed 1 when a ceiling is underestimated",
+        ),
+        _c("headroom", _f64, "", "attainable / achieved: the speed-up the roof allows (>= 1)"),
+        _c("ceiling_source", _str, "", "`calibrated`, `published` or `counters`"),
+    ),
+)
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     INFERENCE_ITERS,
     OPS,
@@ -529,6 +625,8 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     ANNOTATIONS,
     OP_KERNEL_MAP,
     KERNEL_GROUPS,
+    OP_COSTS,
+    ROOFLINE,
 )
 TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
 
