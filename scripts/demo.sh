@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Set up AACO in ./.venv and profile the built-in ResNet-50 on the CPU, then show the report.
-# Extra arguments go to `aaco run` (e.g. scripts/demo.sh --model bert-base).
+# Set up AACO in ./.venv, measure this machine's roofline ceilings once (aaco calibrate: a few
+# seconds, reused afterwards), profile the built-in ResNet-50 on the CPU and show the report
+# with its bottleneck verdict. Extra arguments go to `aaco run` (e.g. --model zoo-launch).
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev
 cd "$ROOT"
 if [ $# -eq 0 ]; then set -- --model resnet50; fi
+aaco calibrate > /dev/null
 aaco run --backend cpu "$@"
 echo
 echo "Bundle written under ./sessions (see: aaco ls, aaco report --format json)"

@@ -11,13 +11,18 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One model cache for the whole test run, never the user's."""
+    """One model cache and one (empty) calibration folder for the whole test run, never the
+    user's."""
     cache = tmp_path_factory.mktemp("aaco-cache")
-    old = os.environ.get("AACO_CACHE_DIR")
+    calibration = tmp_path_factory.mktemp("aaco-calibration")
+    old = {k: os.environ.get(k) for k in ("AACO_CACHE_DIR", "AACO_CALIBRATION_DIR")}
     os.environ["AACO_CACHE_DIR"] = str(cache)
+    # no test sees this machine's stored calibration unless it makes one itself
+    os.environ["AACO_CALIBRATION_DIR"] = str(calibration)
     os.environ.pop("AACO_SESSIONS", None)
     yield cache
-    if old is None:
-        os.environ.pop("AACO_CACHE_DIR", None)
-    else:
-        os.environ["AACO_CACHE_DIR"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

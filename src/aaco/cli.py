@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from aaco import __version__
-from aaco.errors import AacoError, BundleError, InputError, RunError
+from aaco.errors import AacoError, BundleError, InputError, RunError, UsageError
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -124,6 +124,11 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     show_default=True,
     help="Iterations of the profiled pass.",
 )
+@click.option(
+    "--preprocess",
+    help="Host-side step inside each timed iteration: image (a full-HD frame normalised and "
+    "resized to the model's [N,3,H,W] input) or none.",
+)
 @click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
 @click.option("--sample-hz", type=float, default=10.0, show_default=True, help="Telemetry rate.")
 @click.option(
@@ -165,6 +170,7 @@ def run(
     no_profile: bool,
     profile_mode: str,
     profile_iterations: int,
+    preprocess: str | None,
     no_telemetry: bool,
     sample_hz: float,
     timeout: float,
@@ -201,6 +207,7 @@ def run(
         device=device,
         compile=compile_,
         profile_mode=profile_mode,
+        preprocess=preprocess,
     )
     session = run_model(opts)
     _print_report(session, report_format)
@@ -269,6 +276,102 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
     except OSError as exc:
         raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
     sys.stderr.write(f"wrote {output}\n")
+
+
+@app.command()
+@click.option(
+    "--session",
+    "-s",
+    default="latest",
+    show_default=True,
+    help="Bundle path, or 'latest' under the sessions root.",
+)
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["terminal", "json", "none"]),
+    default="terminal",
+    show_default=True,
+    help="Report printed after the analysis.",
+)
+def analyze(session: str, sessions: Path | None, fmt: str) -> None:
+    """Recompute a bundle's roofline, bottleneck verdict and recommendations.
+
+    Uses the calibration stored for this machine (aaco calibrate) or the published peaks of
+    its GPU; run it again after `aaco import` or a new calibration.
+    """
+    from aaco.diagnose import diagnose_bundle, write_reports
+    from aaco.session.bundle import Session
+
+    path = _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
+    s = Session.load(path)
+    if s.status != "completed":
+        raise UsageError(f"{path}: the run {s.status}; there is nothing to analyze")
+    diagnose_bundle(s.path)
+    write_reports(s.path)
+    _print_report(Session.load(s.path), fmt)
+
+
+@app.command()
+@click.option(
+    "--backend",
+    type=click.Choice(["cpu", "cuda", "rocm"]),
+    default="cpu",
+    show_default=True,
+    help="What to measure: the CPU (numpy, ONNX Runtime) or a GPU (torch).",
+)
+@click.option("--quick", is_flag=True, help="Small sizes and a short budget (a rough figure).")
+@click.option("--show", is_flag=True, help="List stored calibrations; measure nothing.")
+@click.option("--force", is_flag=True, help="Measure again even when one is stored.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def calibrate(backend: str, quick: bool, show: bool, force: bool, as_json: bool) -> None:
+    """Measure this machine's peak FLOP/s and memory bandwidth (roofline ceilings).
+
+    Stored per hardware fingerprint and backend ($AACO_CALIBRATION_DIR, else the user data
+    folder) and used by every later session's roofline on this machine.
+    """
+    from aaco.analysis.ceilings import (
+        hardware_fingerprint,
+        list_calibrations,
+        load_calibration,
+        published_ceilings,
+        save_calibration,
+    )
+    from aaco.collectors.calibrate import calibrate as measure
+    from aaco.collectors.environment import capture_environment
+    from aaco.report.calibration import render_calibration, render_calibrations
+
+    env = capture_environment([], [])
+    if show:
+        items = list_calibrations()
+        names = [str(d.get("name")) for d in (env.get("gpus") or {}).get("devices") or []]
+        published = [c for c in (published_ceilings(n) for n in names) if c is not None]
+        if as_json:
+            _out(json.dumps({"calibrations": [{"path": str(p), **c.to_json()}
+                                              for p, c in items],
+                             "published": [c.to_json() for c in published]}, indent=2))  # fmt: skip
+        else:
+            _out(render_calibrations(items, published, width=_width()))
+        return
+    fp = hardware_fingerprint(env)
+    stored = None if force else load_calibration(fp, backend)
+    if stored is not None:
+        from aaco.analysis.ceilings import calibration_dir
+
+        path = calibration_dir() / f"{fp}-{backend}.json"
+        note = "reused the stored calibration for this machine (--force measures again)"
+        result, where = stored, path
+    else:
+        result = measure(backend, quick=quick, env=env)
+        where = save_calibration(result)
+        note = f"measured in {result.details.get('seconds', 0):.1f} s"
+    if as_json:
+        _out(json.dumps({"path": str(where), "reused": stored is not None, **result.to_json()},
+                        indent=2))  # fmt: skip
+    else:
+        _out(render_calibration(result, where, note, width=_width()))
 
 
 @app.command("ls")

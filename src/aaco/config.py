@@ -28,6 +28,15 @@ _SESSION_KEYS = {
     "provider_options",
 }
 _OPT_LEVELS = ("disable", "basic", "extended", "layout", "all")
+#: classes a zoo model may declare (the bottleneck taxonomy's CPU-reachable ones)
+ZOO_CLASSES = (
+    "launch-bound",
+    "cpu-bound",
+    "memory-bound",
+    "compute-bound",
+    "latency-bound",
+    "warmup-instability",
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,10 @@ class ModelEntry:
     iterations: int | None = None
     description: str = ""
     origin: str = "builtin"
+    # zoo models: the bottleneck class they are built to show on a CPU
+    expected_bottleneck: str | None = None
+    # a host-side preprocessing step run inside each iteration (aaco.runners.preprocess)
+    preprocess: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,12 @@ def parse_model_entry(
     params = raw.get("params") or {}
     if not isinstance(params, dict):
         raise InputError(f"{where}: params must be a mapping")
+    expected = raw.get("expected_bottleneck")
+    if expected is not None and expected not in ZOO_CLASSES:
+        raise InputError(f"{where}: expected_bottleneck must be one of {', '.join(ZOO_CLASSES)}")
+    preprocess = raw.get("preprocess")
+    if preprocess is not None and not isinstance(preprocess, str):
+        raise InputError(f"{where}: preprocess must be a name, e.g. image")
     return ModelEntry(
         name=name,
         builder=str(builder) if builder is not None else None,
@@ -169,6 +188,8 @@ def parse_model_entry(
         iterations=_int_or_none(raw.get("iterations"), "iterations", where),
         description=str(raw.get("description", "")),
         origin=origin,
+        expected_bottleneck=expected,
+        preprocess=preprocess,
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from aaco import __version__
+from aaco.diagnose import write_reports
 from aaco.errors import InputError, UsageError
 from aaco.importers.base import TABLE_FIELDS, TraceTables
 from aaco.session.bundle import (
@@ -211,7 +212,8 @@ def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = Fal
         {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
     )
     atomic_write_json(session.path / SESSION_FILE, meta)
-    _write_reports(session.path)
+    _diagnose(session.path)
+    write_reports(session.path)
     return Session.load(session.path)
 
 
@@ -259,8 +261,9 @@ def import_new(
     }
     meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
     writer.write_json(SESSION_FILE, meta)
+    _diagnose(writer.path)
     final = writer.publish()
-    _write_reports(final)
+    write_reports(final)
     return Session.load(final)
 
 
@@ -269,20 +272,15 @@ def _framework(record: dict[str, Any]) -> str | None:
     return ", ".join(sorted(tools)) or None
 
 
-def _write_reports(bundle: Path) -> None:
-    """Refresh the bundle's rendered reports (report/), as ``aaco run`` leaves them."""
-    from aaco.report.json import JsonRenderer
-    from aaco.report.terminal import TerminalRenderer
-    from aaco.session.bundle import atomic_write_bytes
+def _diagnose(bundle: Path) -> None:
+    """Roofline, verdict and recommendations of the bundle; a failure is recorded."""
+    from aaco.diagnose import diagnose_bundle
 
-    session = Session.load(bundle)
-    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
-        target = bundle / "report" / f"report{renderer.output_file_extension}"
-        try:
-            atomic_write_bytes(target, renderer.render(session).encode())
-        except Exception as exc:  # a convenience copy; record it and keep the data
-            meta = read_json(bundle / SESSION_FILE)
-            meta.setdefault("failures", []).append(
-                {"stage": f"report_{renderer.name}", "error": str(exc)[:400]}
-            )
-            atomic_write_json(bundle / SESSION_FILE, meta)
+    try:
+        diagnose_bundle(bundle)
+    except Exception as exc:
+        meta = read_json(bundle / SESSION_FILE)
+        meta.setdefault("failures", []).append(
+            {"stage": "diagnose", "error": f"{type(exc).__name__}: {exc}"[:400]}
+        )
+        atomic_write_json(bundle / SESSION_FILE, meta)

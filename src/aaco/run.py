@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from aaco import __version__
 from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
+from aaco.diagnose import write_reports
 from aaco.errors import InputError, UsageError
 from aaco.runners.inputs import InputSpec, batch_of, resolve_inputs
 from aaco.runners.launch import LaunchOutcome, launch_worker
@@ -85,6 +86,7 @@ class RunOptions:
     device: str | None = None  # torch only: cpu, cuda, cuda:N (default cpu)
     compile: bool = False  # torch only: torch.compile the module
     profile_mode: str = "ops"  # ops | kernels (GPU kernel trace)
+    preprocess: str | None = None  # a host-side step inside each iteration (runners.preprocess)
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,14 @@ def _validate(opts: RunOptions) -> None:
         raise UsageError("--profile kernels and --no-profile contradict each other")
     if opts.batch is not None and opts.batch < 1:
         raise UsageError(f"--batch must be >= 1, got {opts.batch}")
+    if opts.preprocess is not None:
+        from aaco.runners.preprocess import PREPROCESSORS
+
+        if opts.preprocess not in ("none", *PREPROCESSORS):
+            valid = ", ".join(["none", *PREPROCESSORS])
+            raise UsageError(f"unknown --preprocess {opts.preprocess!r}; valid: {valid}")
+        if opts.framework == "torch" and opts.preprocess != "none":
+            raise UsageError("--preprocess applies to --framework onnxruntime")
     if opts.framework == "torch":
         if opts.backend is not None:
             raise UsageError(
@@ -245,6 +255,14 @@ def run_model(opts: RunOptions) -> Session:
         iterations = opts.iterations or (
             entry.iterations if entry and entry.iterations else DEFAULT_ITERATIONS
         )
+    preprocess = opts.preprocess or (entry.preprocess if entry else None)
+    if preprocess == "none":
+        preprocess = None
+    if preprocess is not None:
+        from aaco.runners.preprocess import image_input
+
+        image_input(inputs)  # a UsageError, before any bundle exists, when it cannot apply
+    opts = dataclasses.replace(opts, preprocess=preprocess)
     if opts.batch is not None:
         # --batch was applied (resolve_inputs refuses it otherwise); it is the items per
         # iteration only when every input carries it as its leading dimension.
@@ -328,6 +346,7 @@ def _meta(
             "duration_s": opts.duration_s,
             "threads": opts.threads,
             "seed": opts.seed,
+            "preprocess": opts.preprocess,
             "profile": opts.profile,
             "profile_mode": opts.profile_mode if opts.profile else None,
             "profile_warmup": max(DEFAULT_PROFILE_WARMUP, warmup) if opts.profile else 0,
@@ -381,6 +400,7 @@ def _run_into(
         profile_warmup=profile_warmup,
         profile_iterations=opts.profile_iterations,
         bundle_dir=str(writer.path),
+        preprocess=opts.preprocess,
     )
     writer.write_json(SPEC_FILE, spec.to_json())
     outcome = launch_worker(
@@ -392,10 +412,10 @@ def _run_into(
     _finish(writer, meta, outcome, spec, proto, batch, attempt)
     if rocprofv3 is not None and outcome.status == "completed":
         _capture_kernels(writer, meta, opts, rocprofv3, attempt)
-    writer.write_json("session.json", meta)
+    _diagnose(writer, meta, attempt)
     writer.publish()
+    write_reports(writer.final_path)
     session = Session.load(writer.final_path)
-    _write_reports(session, meta)
     return session
 
 
@@ -425,19 +445,17 @@ def _write_env(
         meta["fingerprint"] = env.get("fingerprint")
 
 
-def _write_reports(session: Session, meta: dict[str, Any]) -> None:
-    """Keep the rendered reports inside the bundle (report/), so it stands on its own."""
-    from aaco.report.json import JsonRenderer
-    from aaco.report.terminal import TerminalRenderer
-    from aaco.session.bundle import atomic_write_bytes, atomic_write_json
+def _diagnose(writer: BundleWriter, meta: dict[str, Any], attempt: _Attempt) -> None:
+    """Roofline, bottleneck verdict and recommendations, written before the bundle is
+    published (a failure is recorded, the run is kept)."""
+    from aaco.diagnose import diagnose_bundle
 
-    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
-        target = session.path / "report" / f"report{renderer.output_file_extension}"
-        try:
-            atomic_write_bytes(target, renderer.render(session).encode())
-        except Exception as exc:  # a report is a convenience copy; the data is already safe
-            meta["failures"].append({"stage": f"report_{renderer.name}", "error": str(exc)[:400]})
-            atomic_write_json(session.path / "session.json", meta)
+    writer.write_json("session.json", meta)
+    if meta.get("status") == "completed":
+        if attempt("diagnose", diagnose_bundle, writer.path) is not None:
+            # the diagnosis records its own stage failures in session.json
+            meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
+        writer.write_json("session.json", meta)
 
 
 def _write_graph(
@@ -801,10 +819,10 @@ def _run_torch_into(
         if result.error_type == "UsageError":
             raise UsageError(result.error)
     _finish_torch(writer, meta, outcome, spec, attempt)
-    writer.write_json("session.json", meta)
+    _diagnose(writer, meta, attempt)
     writer.publish()
+    write_reports(writer.final_path)
     session = Session.load(writer.final_path)
-    _write_reports(session, meta)
     return session
 
 

@@ -43,6 +43,8 @@ def describe_models(registry: Registry) -> list[dict[str, Any]]:
                 "warmup": entry.warmup,
                 "iterations": entry.iterations,
                 "description": entry.description,
+                "expected_bottleneck": entry.expected_bottleneck,
+                "preprocess": entry.preprocess,
                 "cached_file": cached,
                 "error": error,
             }

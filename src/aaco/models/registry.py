@@ -21,6 +21,14 @@ from aaco.models.bert import bert
 from aaco.models.gpt2 import gpt2
 from aaco.models.resnet import resnet50
 from aaco.models.small import mlp, tiny_convnet
+from aaco.models.zoo import (
+    zoo_compute,
+    zoo_image,
+    zoo_latency,
+    zoo_launch,
+    zoo_memory,
+    zoo_warmup,
+)
 
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mlp": mlp,
@@ -28,6 +36,12 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet50": resnet50,
     "bert": bert,
     "gpt2": gpt2,
+    "zoo-launch": zoo_launch,
+    "zoo-compute": zoo_compute,
+    "zoo-memory": zoo_memory,
+    "zoo-latency": zoo_latency,
+    "zoo-image": zoo_image,
+    "zoo-warmup": zoo_warmup,
 }
 
 # Part of every cache key: bump it whenever any builder's output changes for the same params.

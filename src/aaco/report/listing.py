@@ -66,6 +66,7 @@ def render_models_table(
         ("params", "right"),
         ("size", "right"),
         ("inputs", "left"),
+        ("bottleneck", "left"),
         ("description", "left"),
     ):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -81,6 +82,7 @@ def render_models_table(
             else f"{params:,}",
             fmt_bytes(r.get("parameter_bytes")),
             _s(_inputs_summary(r.get("input_shapes") or {})),
+            _s(r.get("expected_bottleneck") or "-"),
             _s(r.get("description") or ""),
         )
     return render_text(t, width, color)

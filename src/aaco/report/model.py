@@ -253,5 +253,42 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "worker": summary.get("worker"),
         "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
         **kernel_section(session, top_n),
+        **diagnosis_section(session, top_n),
         "warnings": warnings,
+    }
+
+
+def diagnosis_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
+    """``bottleneck``, ``roofline`` (top rows by time), ``roofline_summary`` and
+    ``recommendations`` from the bundle's diagnosis files (null / empty when absent)."""
+    verdict = session.json_file("metrics/bottleneck.json")
+    summary = session.json_file("metrics/roofline.json")
+    recs = session.json_file("metrics/recommendations.json")
+    bottleneck = None
+    if isinstance(verdict, dict):
+        bottleneck = {
+            k: verdict.get(k)
+            for k in (
+                "bottleneck_class",
+                "confidence",
+                "score",
+                "secondary",
+                "top_evidence",
+                "missing_evidence",
+                "explanation",
+                "per_op",
+            )
+        }
+    rows: list[dict[str, Any]] = []
+    table = session.table("roofline")
+    if table is not None and table.num_rows:
+        rows = table.slice(0, top_n).to_pylist()
+    roof = None
+    if isinstance(summary, dict):
+        roof = {k: v for k, v in summary.items() if k not in ("points",)}
+    return {
+        "bottleneck": bottleneck,
+        "roofline": rows,
+        "roofline_summary": roof,
+        "recommendations": recs if isinstance(recs, list) else [],
     }

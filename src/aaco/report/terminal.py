@@ -405,6 +405,121 @@ def _kernel_parts(r: dict[str, Any]) -> list[RenderableType]:
     ]
 
 
+def _num(v: Any, fmt: str = "{:.3g}") -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, (int, float)):
+        return fmt.format(v)
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v[:5])
+    return str(v)
+
+
+def _bottleneck(r: dict[str, Any]) -> list[RenderableType]:
+    b = r.get("bottleneck")
+    if not b:
+        return []
+    cls = b.get("bottleneck_class") or "unknown"
+    conf = b.get("confidence")
+    head = Text("Bottleneck: ", style="bold")
+    head.append(cls, style="bold red" if cls not in ("unknown", "balanced") else "bold")
+    head.append(f"  (confidence {conf:.2f})" if conf is not None else "  (no confidence)")
+    if b.get("explanation"):
+        head.append(f"\n  {b['explanation']}")
+    out: list[RenderableType] = [head]
+    lines = Text()
+    for e in (b.get("top_evidence") or [])[:4]:
+        lines.append(
+            f"  evidence  {e['signal']} = {_num(e.get('value'))} {e.get('unit') or ''}".rstrip()
+            + f" ({e.get('comparison', '>=')} {_num(e.get('threshold'))}, weight "
+            f"{e.get('weight')}, {e.get('source')})\n"
+        )
+    sec = b.get("secondary") or []
+    if sec:
+        lines.append("  secondary " + ", ".join(f"{x['class']} {x['score']:.2f}" for x in sec))
+        lines.append("\n")
+    missing = b.get("missing_evidence") or []
+    if missing:
+        shown = "; ".join(f"{m['signal']} ({m['reason']})" for m in missing[:4])
+        more = f" +{len(missing) - 4} more" if len(missing) > 4 else ""
+        lines.append(f"  missing   {shown}{more}", style="dim")
+    out.append(lines)
+    return out
+
+
+def _roofline(r: dict[str, Any]) -> list[RenderableType]:
+    summ = r.get("roofline_summary") or {}
+    rows = [x for x in r.get("roofline") or [] if x.get("level") == "node"][:8]
+    if not summ and not rows:
+        return []
+    ceil = summ.get("ceilings")
+    if ceil:
+        fl = ceil.get("flops_per_s") or {}
+        f32 = fl.get("float32") if isinstance(fl, dict) else None
+        bw = ceil.get("bytes_per_s")
+        line = Text(
+            f"Roofline ceilings: {ceil.get('source')} ({escape(str(ceil.get('device')))}): "
+            f"float32 {_num(f32 / 1e9 if f32 else None, '{:.1f}')} GFLOP/s, memory "
+            f"{_num(bw / 1e9 if bw else None, '{:.1f}')} GB/s"
+        )
+    else:
+        line = Text("Roofline: no ceilings (run `aaco calibrate` on this machine)", style="dim")
+    parts: list[RenderableType] = [line]
+    if summ:
+        parts.append(
+            Text(
+                f"operator time: memory-bound {_pct(summ.get('time_share_memory_bound'), 100)}, "
+                f"compute-bound {_pct(summ.get('time_share_compute_bound'), 100)}, unknown "
+                f"{_pct(summ.get('time_share_unknown'), 100)}; time-weighted efficiency "
+                f"{_pct(summ.get('weighted_efficiency'), 100)}"
+            )
+        )
+    if rows:
+        t = Table(show_edge=False, pad_edge=False)
+        for col, just in (("node", "left"), ("op type", "left"), ("ms/iter", "right"),
+                          ("share", "right"), ("FLOP/B", "right"), ("GFLOP/s", "right"),
+                          ("GB/s", "right"), ("bound", "left"), ("eff.", "right")):  # fmt: skip
+            t.add_column(col, justify=just, no_wrap=True, max_width=40 if col == "node" else None)  # type: ignore[arg-type]
+        for x in rows:
+            af, ab = x.get("achieved_flops_per_s"), x.get("achieved_bytes_per_s")
+            t.add_row(
+                escape(str(x["name"])[:40]),
+                escape(str(x.get("op_type") or "")),
+                fmt_ms((x.get("time_ns") or 0) / 1e6),
+                _pct(x.get("time_share"), 100),
+                _num(x.get("intensity"), "{:.2f}"),
+                _num(af / 1e9 if af else None, "{:.1f}"),
+                _num(ab / 1e9 if ab else None, "{:.1f}"),
+                x.get("bound") or "?",
+                _pct(x.get("efficiency"), 100),
+            )
+        parts.append(t)
+    return parts
+
+
+def _recommendations(r: dict[str, Any]) -> list[RenderableType]:
+    recs = r.get("recommendations") or []
+    if not recs:
+        return []
+    out = Text("What to fix first\n", style="bold")
+    for x in recs[:6]:
+        kind = {"upper_bound": "up to ", "first_request": "first request: "}.get(
+            x.get("gain_kind") or "", ""
+        )
+        out.append(f"{x['rank']:>2}. {x['class']:<18} ", style="bold")
+        out.append(f"gain {kind}{fmt_ms(x.get('gain_ms'))} ms ({x.get('gain_pct', 0):.1f}%)")
+        out.append(f", confidence {x.get('confidence', 0):.2f}\n")
+        targets = "; ".join(str(v) for v in x.get("target") or [])
+        out.append(f"    target: {escape(targets)}\n", style="dim")
+        out.append(f"    {escape(x.get('action') or '')}\n")
+    return [out]
+
+
+def _diagnosis_parts(r: dict[str, Any]) -> list[RenderableType]:
+    parts = [*_bottleneck(r), *_roofline(r), *_recommendations(r)]
+    return [*parts, Text("")] if parts else []
+
+
 def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
     """Render a report model to terminal text (ANSI styles only when ``color``)."""
     parts = [
@@ -417,6 +532,7 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         _coverage(report),
         Text(""),
         *_kernel_parts(report),
+        *_diagnosis_parts(report),
         _telemetry(report),
         _warnings(report),
     ]

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from aaco.runners.inputs import make_array
+from aaco.runners.preprocess import PREPROCESSORS, Preprocessed, image_input
 from aaco.runners.spec import (
     OPTIMIZED_MODEL,
     OPTIMIZED_WEIGHTS,
@@ -223,10 +224,16 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
     rng = np.random.default_rng(spec.seed)
     feeds = {i.name: make_array(i, rng) for i in spec.inputs}
     output_names = [o.name for o in sess.get_outputs()]
+    run: Any = sess.run
+    pre: Preprocessed | None = None
+    if spec.preprocess:
+        target = image_input(spec.inputs)
+        step = PREPROCESSORS[spec.preprocess](target.shape, spec.seed)
+        run = pre = Preprocessed(sess.run, step, target.name)
 
     result.stage = "warmup"
     progress.stage("warmup")
-    w_starts, w_ends = timing_loop(sess.run, output_names, feeds, spec.warmup)
+    w_starts, w_ends = timing_loop(run, output_names, feeds, spec.warmup)
     if spec.warmup:
         result.phases["warmup"] = [w_starts[0], w_ends[-1]]
     result.warmup_iterations = spec.warmup
@@ -239,18 +246,20 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
     gc.disable()
     try:
         if spec.duration_s is not None:
-            m_starts, m_ends = timing_loop_for(
-                sess.run, output_names, feeds, int(spec.duration_s * 1e9)
-            )
+            m_starts, m_ends = timing_loop_for(run, output_names, feeds, int(spec.duration_s * 1e9))
         else:
-            m_starts, m_ends = timing_loop(sess.run, output_names, feeds, spec.iterations or 0)
+            m_starts, m_ends = timing_loop(run, output_names, feeds, spec.iterations or 0)
     finally:
         if gc_was_enabled:
             gc.enable()
     if m_starts:
         result.phases["measured"] = [m_starts[0], m_ends[-1]]
     result.measured_iterations = len(m_starts)
-    write_table(bundle_dir / INFERENCE_ITERS.path, iters_table(w_starts, w_ends, m_starts, m_ends))
+    pre_ns = np.frombuffer(pre.times, np.int64).copy() if pre is not None else None
+    write_table(
+        bundle_dir / INFERENCE_ITERS.path,
+        iters_table(w_starts, w_ends, m_starts, m_ends, pre_ns),
+    )
     del sess
 
     if spec.profile:

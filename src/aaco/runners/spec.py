@@ -63,6 +63,7 @@ class RunSpec:
     profile_warmup: int
     profile_iterations: int
     bundle_dir: str
+    preprocess: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -97,6 +98,7 @@ class RunSpec:
             profile_warmup=int(d["profile_warmup"]),
             profile_iterations=int(d["profile_iterations"]),
             bundle_dir=d["bundle_dir"],
+            preprocess=d.get("preprocess"),
         )
 
 

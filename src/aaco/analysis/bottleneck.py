@@ -1,0 +1,685 @@
+"""The bottleneck classifier: which resource limits this inference, with evidence.
+
+Rules, thresholds and weights are documented in docs/bottleneck_taxonomy.md. The classifier
+is pure: :func:`gather_signals` turns what a bundle holds (iteration timings, the operator
+profile, the roofline, telemetry, GPU trace metrics) into named signals, each with a value
+and its source or the reason it is missing; :func:`classify` scores every class from the
+signals it needs and returns the verdict. A class whose required signals are missing
+cannot win; when no class has enough evidence the verdict is ``unknown``, never a guess.
+
+Example::
+
+    signals = gather_signals(summary=s.summary, iters=s.iters(), ops=s.ops(),
+                             roofline=roofline_json, derived=derived_metrics)
+    verdict = classify(signals)
+    verdict["bottleneck_class"], verdict["confidence"]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "CLASSES",
+    "MICRO_OP_NS",
+    "RULES",
+    "Condition",
+    "Rule",
+    "Signal",
+    "classify",
+    "classify_ops",
+    "gather_signals",
+    "small_grid_share",
+]
+
+CLASSES = (
+    "launch-bound",
+    "cpu-bound",
+    "memory-bound",
+    "compute-bound",
+    "under-occupied",
+    "throttling",
+    "frequency-scaling",
+    "warmup-instability",
+    "latency-bound",
+    "balanced",
+)
+
+#: an operator execution shorter than this is dispatch-dominated ("micro-op")
+MICRO_OP_NS = 10_000
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A measured quantity, or why it could not be measured."""
+
+    name: str
+    value: float | None
+    unit: str
+    source: str
+    missing: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signal": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "source": self.source,
+            "missing": self.missing,
+        }
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``signal`` compared with ``threshold``; ``above`` says which side counts.
+
+    Strength grows from 0 at the threshold to 1 at ``full`` (linear), so a value far past
+    the threshold is stronger evidence than one just past it. ``required`` conditions must
+    hold for the class to be a candidate at all.
+    """
+
+    signal: str
+    threshold: float
+    full: float
+    weight: float
+    above: bool = True
+    required: bool = True
+
+    def strength(self, value: float) -> float:
+        span = abs(self.full - self.threshold)
+        past = value - self.threshold if self.above else self.threshold - value
+        x = past / span if span else (1.0 if past >= 0 else 0.0)
+        return float(min(1.0, max(0.0, x)))
+
+    def holds(self, value: float) -> bool:
+        return value >= self.threshold if self.above else value <= self.threshold
+
+
+@dataclass(frozen=True)
+class Rule:
+    cls: str
+    conditions: tuple[Condition, ...]
+    explains: str
+
+
+def _c(signal: str, threshold: float, full: float, weight: float, **kw: Any) -> Condition:
+    return Condition(signal, threshold, full, weight, **kw)
+
+
+#: The rules, strongest evidence first within each; docs/bottleneck_taxonomy.md is their text.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "launch-bound",
+        (
+            _c("ops_per_iter", 100, 300, 0.3),
+            _c("micro_op_time_share", 0.5, 0.9, 0.5),
+            _c("gpu_microkernel_pct", 50, 90, 0.2, required=False),
+        ),
+        "hundreds of operator/kernel launches per iteration, each too short to amortise its "
+        "dispatch cost",
+    ),
+    Rule(
+        "cpu-bound",
+        (
+            _c("host_work_share", 0.3, 0.7, 0.7),
+            _c("cpu_contention", 0.2, 0.6, 0.3, required=False),
+        ),
+        "host-side work inside the iteration (preprocessing, Python) or CPU contention takes "
+        "the time, not the model's operators",
+    ),
+    Rule(
+        "memory-bound",
+        (
+            _c("memory_bound_time_share", 0.5, 0.9, 0.4),
+            _c("bandwidth_utilization", 0.2, 0.7, 0.4),
+            _c("op_share_of_latency", 0.5, 0.8, 0.2),
+        ),
+        "most operator time is in operators below the ridge point, running close to the "
+        "memory-bandwidth roof",
+    ),
+    Rule(
+        "compute-bound",
+        (
+            _c("compute_bound_time_share", 0.5, 0.9, 0.4),
+            _c("compute_utilization", 0.2, 0.7, 0.4),
+            _c("op_share_of_latency", 0.5, 0.8, 0.2),
+        ),
+        "most operator time is in operators above the ridge point, running close to the "
+        "compute roof",
+    ),
+    Rule(
+        "under-occupied",
+        (_c("gpu_small_grid_time_share", 0.5, 0.9, 1.0),),
+        "most GPU time is in kernels with fewer workgroups than the device has compute units",
+    ),
+    Rule(
+        "throttling",
+        (_c("gpu_clock_drop", 0.1, 0.3, 1.0),),
+        "GPU clocks dropped under load (power or thermal limit)",
+    ),
+    Rule(
+        "frequency-scaling",
+        (_c("cpu_freq_drop", 0.1, 0.3, 1.0),),
+        "the CPU clock changed during the measured window",
+    ),
+    Rule(
+        "warmup-instability",
+        (
+            _c("first_iter_vs_p50", 2.5, 5.0, 0.5),
+            _c("first_iter_excess_ms", 0.5, 5.0, 0.3),
+            _c("trend_shift", 0.1, 0.5, 0.2, required=False),
+        ),
+        "the first measured iterations are far slower than the steady state: warmup too short "
+        "or one-time costs (allocation, compilation) inside the measured phase",
+    ),
+    Rule(
+        "latency-bound",
+        (
+            _c("latency_p50_us", 500, 100, 0.5, above=False),
+            _c("ops_per_iter", 50, 10, 0.2, above=False),
+            _c("fixed_overhead_share", 0.2, 0.5, 0.3, required=False),
+        ),
+        "the work per call is too small to load either roof: the fixed cost of a call "
+        "(binding, scheduling, a handful of small ops) is the latency",
+    ),
+)
+
+#: a class needs at least this score to be the verdict
+MIN_SCORE = 0.25
+#: classes about the validity of the measurement: they take precedence when they hold
+VALIDITY_CLASSES = ("warmup-instability", "throttling", "frequency-scaling")
+
+
+def _median(a: np.ndarray) -> float | None:
+    return float(np.median(a)) if a.size else None
+
+
+def _measured(iters: pa.Table | None) -> pa.Table | None:
+    if iters is None or not iters.num_rows:
+        return None
+    return iters.filter(pc.equal(iters.column("phase"), "measured"))
+
+
+def _ops_signals(ops: pa.Table | None) -> list[Signal]:
+    src = "profiler/ops.parquet"
+    names = ("ops_per_iter", "micro_op_time_share", "op_median_us")
+    if ops is None or not ops.num_rows:
+        return [Signal(n, None, "", src, "no operator profile") for n in names]
+    it = ops.column("iteration").drop_null()
+    n_iter = len(pc.unique(it)) if len(it) else 0
+    if not n_iter:
+        return [Signal(n, None, "", src, "operators carry no iteration") for n in names]
+    dur = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)
+    total = float(dur.sum())
+    micro = float(dur[dur < MICRO_OP_NS].sum())
+    return [
+        Signal("ops_per_iter", ops.num_rows / n_iter, "ops", src),
+        Signal("micro_op_time_share", micro / total if total else None, "", src),
+        Signal("op_median_us", float(np.median(dur)) / 1e3, "us", src),
+    ]
+
+
+def gather_signals(
+    *,
+    summary: dict[str, Any] | None,
+    iters: pa.Table | None,
+    ops: pa.Table | None,
+    roofline: dict[str, Any] | None = None,
+    derived: dict[str, Any] | None = None,
+    rows: pa.Table | None = None,
+    cpu_count: int | None = None,
+    cache_bytes: int | None = None,
+    kernels: pa.Table | None = None,
+    compute_units: int | None = None,
+) -> dict[str, Signal]:
+    """Every signal the rules use, from what the bundle holds (missing ones say why).
+
+    ``summary``: metrics/inference_summary.json; ``iters``: inference_iters; ``ops``: the
+    operator profile; ``roofline``: metrics/roofline.json; ``rows``: the roofline table;
+    ``derived``: metrics/derived_metrics.json of an imported or captured GPU trace;
+    ``cpu_count``: logical CPUs of the machine (env.json), for the contention signal;
+    ``cache_bytes``: the last-level cache (from the calibration), so that memory-bound
+    operators whose data fits in it are not taken for DRAM-bound ones; ``kernels`` and
+    ``compute_units`` (the GPU's, from the device table): for the under-occupied signal.
+    """
+    out: list[Signal] = []
+    summary = summary or {}
+    lat = summary.get("latency_ms") or {}
+    p50_ms = lat.get("p50")
+    it_src = "metrics/inference_iters.parquet"
+    out.append(
+        Signal(
+            "latency_p50_us",
+            p50_ms * 1e3 if p50_ms is not None else None,
+            "us",
+            it_src,
+            None if p50_ms is not None else "no measured iterations",
+        )
+    )
+    out += _ops_signals(ops)
+
+    # host work inside the iteration: the preprocessing step the runner timed
+    meas = _measured(iters)
+    host_share = None
+    host_missing: str | None = "no measured iterations"
+    if meas is not None and meas.num_rows:
+        pre = meas.column("preprocess_ns") if "preprocess_ns" in meas.column_names else None
+        lat_ns = meas.column("latency_ns").to_numpy().astype(np.float64)
+        if pre is not None and pre.null_count < meas.num_rows:
+            pre_ns = pc.fill_null(pre, 0).to_numpy().astype(np.float64)
+            host_share = float(np.median(pre_ns / np.maximum(lat_ns, 1.0)))
+            host_missing = None
+        else:
+            host_share = 0.0
+            host_missing = None
+    out.append(Signal("host_work_share", host_share, "", it_src, host_missing))
+
+    prof = summary.get("profile") or {}
+    cov = prof.get("coverage")
+    inflation = prof.get("profiler_inflation")
+    fixed = None
+    fixed_missing: str | None = "no operator profile"
+    if cov is not None:
+        if inflation is not None and not 0.5 <= inflation <= 2.0:
+            fixed_missing = f"profiled pass ran {inflation:.2f}x the measured one"
+        else:
+            fixed = max(0.0, 1.0 - cov - (host_share or 0.0))
+            fixed_missing = None
+    out.append(
+        Signal("fixed_overhead_share", fixed, "", "metrics/inference_summary.json", fixed_missing)
+    )
+    op_share = None if cov is None else min(1.0, float(cov))
+    out.append(
+        Signal(
+            "op_share_of_latency",
+            op_share,
+            "",
+            "metrics/inference_summary.json",
+            None if op_share is not None else "no operator profile with measured latency",
+        )
+    )
+
+    tel = summary.get("telemetry") or {}
+    t_src = "telemetry/system_events.parquet"
+    sys_cpu, proc_cpu = tel.get("sys_cpu_pct_mean"), tel.get("proc_cpu_pct_mean")
+    cores = cpu_count
+    contention = None
+    cont_missing: str | None = "no telemetry"
+    if sys_cpu is not None and proc_cpu is not None and cores:
+        # system busy share not explained by the worker itself (psutil: sys in % of all
+        # cores, proc in % of one core)
+        contention = max(0.0, sys_cpu / 100.0 - proc_cpu / 100.0 / cores)
+        cont_missing = None
+    elif sys_cpu is not None:
+        cont_missing = "CPU count unknown"
+    out.append(Signal("cpu_contention", contention, "", t_src, cont_missing))
+    fmin, fmax = tel.get("cpu_freq_mhz_min"), tel.get("cpu_freq_mhz_max")
+    out.append(
+        Signal(
+            "cpu_freq_drop",
+            1.0 - fmin / fmax if fmin and fmax else None,
+            "",
+            t_src,
+            None if fmin and fmax else "CPU frequency not sampled",
+        )
+    )
+    out.append(Signal("gpu_clock_drop", None, "", t_src, "GPU clocks not sampled"))
+
+    warm = summary.get("warmup") or {}
+    first_ratio = None
+    first_missing: str | None = "no measured iterations"
+    if meas is not None and meas.num_rows >= 5 and p50_ms:
+        lat_ms = meas.column("latency_ns").to_numpy().astype(np.float64) / 1e6
+        first_ratio = float(lat_ms[:3].max() / p50_ms)
+        first_missing = None
+    out.append(Signal("first_iter_vs_p50", first_ratio, "x", it_src, first_missing))
+    out.append(
+        Signal(
+            "first_iter_excess_ms",
+            (first_ratio - 1.0) * p50_ms if first_ratio is not None and p50_ms else None,
+            "ms",
+            it_src,
+            first_missing,
+        )
+    )
+    trend = (summary.get("noise") or {}).get("trend") or {}
+    shift = trend.get("first_to_last_quarter_shift")
+    out.append(
+        Signal(
+            "trend_shift",
+            abs(shift)
+            if shift is not None and trend.get("detected")
+            else (0.0 if shift is not None else None),
+            "",
+            it_src,
+            None if shift is not None else "too few iterations for a trend",
+        )
+    )
+    out.append(
+        Signal(
+            "warmup_first_vs_p50",
+            warm.get("first_iteration_vs_p50"),
+            "x",
+            it_src,
+            None if warm.get("first_iteration_vs_p50") is not None else "no warmup",
+        )
+    )
+
+    r_src = "metrics/roofline.json"
+    if roofline is None or not roofline.get("ceilings"):
+        why = "no ceilings: run `aaco calibrate`" if roofline is not None else "no roofline"
+        for n in (
+            "memory_bound_time_share",
+            "compute_bound_time_share",
+            "bandwidth_utilization",
+            "compute_utilization",
+        ):
+            out.append(Signal(n, None, "", r_src, why))
+    else:
+        unknown = roofline.get("time_share_unknown")
+        mem = roofline.get("time_share_memory_bound")
+        comp = roofline.get("time_share_compute_bound")
+        gap = None if unknown is not None and unknown < 0.5 else "work unknown for most op time"
+        out.append(Signal("memory_bound_time_share", mem if gap is None else None, "", r_src, gap))
+        out.append(
+            Signal("compute_bound_time_share", comp if gap is None else None, "", r_src, gap)
+        )
+        bw, fl, cached = _utilization(rows, cache_bytes)
+        bw_missing = "no memory-bound operator with traffic"
+        if cached:
+            bw_missing = (
+                f"the memory-bound operators' data fits in the last-level cache "
+                f"({(cache_bytes or 0) / 2**20:.0f} MiB): cache bandwidth, not DRAM's"
+            )
+        out.append(
+            Signal(
+                "bandwidth_utilization",
+                bw,
+                "",
+                r_src,
+                None if bw is not None else bw_missing,
+            )
+        )
+        out.append(
+            Signal(
+                "compute_utilization",
+                fl,
+                "",
+                r_src,
+                None if fl is not None else "no compute-bound operator with work",
+            )
+        )
+
+    d_src = "metrics/derived_metrics.json"
+    dm = derived or {}
+    mk = dm.get("microkernel_pct")
+    out.append(
+        Signal("gpu_microkernel_pct", mk, "%", d_src, None if mk is not None else "no GPU kernels")
+    )
+    gar = (
+        (dm.get("gpu_active_ratio") or {}).get("overall")
+        if isinstance(dm.get("gpu_active_ratio"), dict)
+        else dm.get("gpu_active_ratio")
+    )
+    out.append(
+        Signal(
+            "gpu_active_ratio",
+            gar,
+            "",
+            d_src,
+            None if gar is not None else "no GPU kernels in the measured window",
+        )
+    )
+    small, small_missing = small_grid_share(kernels, compute_units)
+    out.append(
+        Signal("gpu_small_grid_time_share", small, "", "profiler/kernels.parquet", small_missing)
+    )
+    return {s.name: s for s in out}
+
+
+#: trace sources whose grid sizes are in work-items (rocprof); the others (Kineto/CUPTI,
+#: ORT) give them in blocks
+_GRID_IN_WORK_ITEMS = ("rocprofv3", "rocpd", "rocprof")
+
+
+def small_grid_share(
+    kernels: pa.Table | None, compute_units: int | None
+) -> tuple[float | None, str | None]:
+    """Share of GPU time in kernels launching fewer workgroups than ``compute_units``.
+
+    Workgroups = product over x, y, z of grid (CUDA/Kineto: already in blocks) or of
+    ceil(grid / block) (rocprof: grid in work-items). Kernels without grid sizes are left
+    out; (None, reason) when nothing can be computed.
+    """
+    if kernels is None or not kernels.num_rows:
+        return None, "no GPU kernels"
+    if not compute_units:
+        return None, "the GPU's compute-unit count is unknown (not in configs/devices.yaml)"
+    cols = ["source", "dur_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    total = small = 0.0
+    for r in kernels.select(cols).to_pylist():
+        grid = [r["grid_x"], r["grid_y"], r["grid_z"]]
+        if any(g is None or g <= 0 for g in grid):
+            continue
+        if r["source"] in _GRID_IN_WORK_ITEMS:
+            block = [r["block_x"], r["block_y"], r["block_z"]]
+            if any(b is None or b <= 0 for b in block):
+                continue
+            groups = math.prod(-(-g // b) for g, b in zip(grid, block, strict=True))
+        else:
+            groups = math.prod(grid)
+        total += r["dur_ns"]
+        if groups < compute_units:
+            small += r["dur_ns"]
+    if not total:
+        return None, "no kernel carries its grid size"
+    return small / total, None
+
+
+def _utilization(
+    rows: pa.Table | None, cache_bytes: int | None = None
+) -> tuple[float | None, float | None, bool]:
+    """Time-weighted achieved / peak bandwidth over memory-bound rows whose bytes per call
+    exceed ``cache_bytes`` (all of them when it is unknown), achieved / peak FLOP/s over
+    compute-bound rows (0-1, may exceed 1 when a ceiling is low), and whether memory-bound
+    rows were left out because their data fits in the cache."""
+    if rows is None or not rows.num_rows:
+        return None, None, False
+    bw_num = bw_den = fl_num = fl_den = 0.0
+    cached = False
+    for r in rows.to_pylist():
+        t = r["time_ns"] or 0.0
+        if r["bound"] == "memory" and r["achieved_bytes_per_s"] and r["peak_bytes_per_s"]:
+            per_call = (r["bytes"] or 0.0) / (r["calls_per_iter"] or 1.0)
+            if cache_bytes and per_call <= cache_bytes:
+                cached = True
+                continue
+            bw_num += t * r["achieved_bytes_per_s"] / r["peak_bytes_per_s"]
+            bw_den += t
+        elif r["bound"] == "compute" and r["achieved_flops_per_s"] and r["peak_flops_per_s"]:
+            fl_num += t * r["achieved_flops_per_s"] / r["peak_flops_per_s"]
+            fl_den += t
+    return (
+        bw_num / bw_den if bw_den else None,
+        fl_num / fl_den if fl_den else None,
+        cached and not bw_den,
+    )
+
+
+def _score(
+    rule: Rule, signals: dict[str, Signal]
+) -> tuple[float | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(score or None when a required signal is missing or fails, evidence, missing)."""
+    evidence: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    num = den = 0.0
+    possible = True
+    ruled_out = False  # a required condition had data and failed: missing data is moot
+    for c in rule.conditions:
+        s = signals.get(c.signal)
+        if s is None or s.value is None or not math.isfinite(s.value):
+            missing.append(
+                {
+                    "signal": c.signal,
+                    "reason": s.missing if s else "not computed",
+                    "class": rule.cls,
+                    "required": c.required,
+                }
+            )
+            if c.required:
+                possible = False
+            continue
+        st = c.strength(s.value)
+        if c.required and not c.holds(s.value):
+            possible = False
+            ruled_out = True
+        evidence.append(
+            {
+                "signal": c.signal,
+                "value": s.value,
+                "unit": s.unit,
+                "threshold": c.threshold,
+                "comparison": ">=" if c.above else "<=",
+                "weight": c.weight,
+                "strength": st,
+                "holds": c.holds(s.value),
+                "required": c.required,
+                "source": s.source,
+            }
+        )
+        num += c.weight * st
+        den += c.weight
+    if ruled_out:
+        for m in missing:
+            m["moot"] = True
+    if not possible or not den:
+        return None, evidence, missing
+    return num / den, evidence, missing
+
+
+def classify(signals: dict[str, Signal]) -> dict[str, Any]:
+    """The verdict: ``bottleneck_class``, ``confidence``, ``secondary``, evidence, missing.
+
+    Each class's score is the weighted mean strength of its conditions (0-1) when all its
+    required conditions hold, else it is not a candidate. The verdict is the best candidate
+    scoring at least ``MIN_SCORE``, a class of ``VALIDITY_CLASSES`` before any other;
+    ``confidence`` = its score x (1 - the runner-up's score
+    / 2) x the share of its rule's weight that had data (docs/bottleneck_taxonomy.md).
+    With no candidate: ``balanced`` when the signals of the main classes (launch, memory,
+    compute, cpu) were all available, else ``unknown`` with confidence None.
+    """
+    scored: list[tuple[str, float, list[dict[str, Any]]]] = []
+    all_missing: list[dict[str, Any]] = []
+    all_evidence: dict[str, list[dict[str, Any]]] = {}
+    completeness: dict[str, float] = {}
+    for rule in RULES:
+        score, evidence, missing = _score(rule, signals)
+        all_missing += missing
+        all_evidence[rule.cls] = evidence
+        total_w = sum(c.weight for c in rule.conditions)
+        have_w = sum(
+            c.weight for c in rule.conditions if c.signal not in {m["signal"] for m in missing}
+        )
+        completeness[rule.cls] = have_w / total_w if total_w else 0.0
+        if score is not None and score >= MIN_SCORE:
+            scored.append((rule.cls, score, evidence))
+    # a verdict about the measurement itself comes first: steady-state classes are not to be
+    # trusted while one-time costs or clock changes are inside the measured phase
+    scored.sort(key=lambda x: (x[0] not in VALIDITY_CLASSES, -x[1]))
+    main = ("launch-bound", "memory-bound", "compute-bound", "cpu-bound")
+    # only missing signals that could have changed the answer: those of a main class that a
+    # failing condition has not already ruled out
+    main_missing = sorted(
+        {
+            m["signal"]
+            for m in all_missing
+            if m["class"] in main and m["required"] and not m.get("moot")
+        }
+    )
+    if not scored:
+        cls = "balanced" if not main_missing else "unknown"
+        return {
+            "bottleneck_class": cls,
+            "confidence": None,
+            "score": None,
+            "secondary": [],
+            "top_evidence": [],
+            "evidence_by_class": all_evidence,
+            "missing_evidence": _dedupe(all_missing),
+            "explanation": (
+                "no class's rule holds; every main signal was available"
+                if cls == "balanced"
+                else "no class's rule holds, and some signals are missing: "
+                + ", ".join(main_missing)
+            ),
+        }
+    top_cls, top_score, top_ev = scored[0]
+    runner = scored[1][1] if len(scored) > 1 else 0.0
+    confidence = top_score * (1.0 - runner / 2.0) * completeness[top_cls]
+    rule = next(r for r in RULES if r.cls == top_cls)
+    ranked_ev = sorted(top_ev, key=lambda e: -(e["weight"] * e["strength"]))
+    return {
+        "bottleneck_class": top_cls,
+        "confidence": round(confidence, 3),
+        "score": round(top_score, 3),
+        "secondary": [{"class": c, "score": round(s, 3)} for c, s, _ in scored[1:]],
+        "top_evidence": ranked_ev,
+        "evidence_by_class": all_evidence,
+        "missing_evidence": _dedupe(all_missing),
+        "explanation": rule.explains,
+    }
+
+
+def _dedupe(missing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for m in missing:
+        cur = out.setdefault(
+            m["signal"], {"signal": m["signal"], "reason": m["reason"], "needed_by": []}
+        )
+        if m["class"] not in cur["needed_by"]:
+            cur["needed_by"].append(m["class"])
+    return list(out.values())
+
+
+def classify_ops(rows: pa.Table | None, top_n: int = 10) -> list[dict[str, Any]]:
+    """Per-operator verdicts for the ``top_n`` roofline rows by time.
+
+    ``launch-bound`` when a call takes under ``MICRO_OP_NS`` (its dispatch dominates), else
+    the roofline's bound (``memory-bound`` / ``compute-bound``) with confidence = the
+    efficiency against that roof (capped at 1) — an operator far below its roof is bound
+    by something else, which the confidence says; ``unknown`` without work or ceilings.
+    """
+    if rows is None or not rows.num_rows:
+        return []
+    out = []
+    for r in rows.to_pylist()[:top_n]:
+        per_call = (r["time_ns"] / r["calls_per_iter"]) if r["calls_per_iter"] else None
+        ev = [
+            {"signal": "time_per_call_us", "value": per_call / 1e3 if per_call else None},
+            {"signal": "intensity", "value": r["intensity"], "threshold": r["ridge_intensity"]},
+            {"signal": "efficiency", "value": r["efficiency"]},
+        ]
+        if per_call is not None and per_call < MICRO_OP_NS:
+            cls, conf = "launch-bound", min(1.0, MICRO_OP_NS / per_call / 4.0)
+        elif r["bound"] is not None:
+            cls = f"{r['bound']}-bound"
+            conf = min(1.0, r["efficiency"]) if r["efficiency"] is not None else None
+        else:
+            cls, conf = "unknown", None
+        out.append(
+            {
+                "name": r["name"],
+                "op_type": r["op_type"],
+                "time_share": r["time_share"],
+                "bottleneck_class": cls,
+                "confidence": round(conf, 3) if conf is not None else None,
+                "evidence": ev,
+            }
+        )
+    return out

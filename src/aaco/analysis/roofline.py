@@ -1,0 +1,537 @@
+"""Roofline: where each operator (and kernel) sits against the machine's ceilings.
+
+Per executed node: its median time per iteration (ORT profile), its work and memory traffic
+from the graph's cost model (:mod:`aaco.analysis.cost`; nodes ORT fused are costed as the
+group of original nodes they stand for, traffic counted at the group's boundary), and the
+ceilings (:mod:`aaco.analysis.ceilings`: calibrated on this machine, else published). Per
+kernel, when rocprofv3 counters were imported: FLOPs and HBM / L2 / LDS bytes with the
+rocprof-compute formulas for MI200 and MI300 (docs/metrics.md, "Roofline").
+
+Everything unknown stays None: no ceiling, no bound; no cost, no intensity.
+
+Example::
+
+    table = node_roofline(ops, costs, nodes, edges, ceilings)
+    summary = roofline_summary(table, ceilings)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aaco.session.schema import ROOFLINE
+
+__all__ = [
+    "CeilingsLike",
+    "GraphIndex",
+    "counter_work",
+    "group_traffic",
+    "kernel_roofline",
+    "node_roofline",
+    "roofline_row",
+    "roofline_summary",
+]
+
+
+class CeilingsLike(Protocol):
+    """What the roofline needs of a ceilings object (:class:`aaco.analysis.ceilings.Ceilings`)."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def bytes_per_s(self) -> float | None: ...
+
+    def peak_flops(self, dtype: str | None) -> float | None: ...
+
+
+def _pos(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) and x > 0 else None
+
+
+def roofline_row(
+    *,
+    level: str,
+    name: str,
+    op_type: str | None,
+    dtype: str | None,
+    calls_per_iter: float | None,
+    time_ns: float | None,
+    flops: float | None,
+    nbytes: float | None,
+    peak_flops: float | None,
+    peak_bytes: float | None,
+    source: str | None,
+) -> dict[str, Any]:
+    """One ROOFLINE row from time, work and ceilings (formulas in docs/metrics.md)."""
+    t_s = time_ns / 1e9 if time_ns is not None and time_ns > 0 else None
+    intensity = flops / nbytes if flops is not None and nbytes else None
+    ach_f = flops / t_s if flops is not None and t_s else None
+    ach_b = nbytes / t_s if nbytes is not None and t_s else None
+    pf, pb = _pos(peak_flops), _pos(peak_bytes)
+    ridge = pf / pb if pf and pb else None
+    attainable = bound = efficiency = headroom = None
+    if pf and pb and flops and intensity is not None and ach_f:
+        attainable = min(pf, intensity * pb)
+        bound = "memory" if ridge is not None and intensity < ridge else "compute"
+        efficiency = ach_f / attainable
+        headroom = max(1.0, attainable / ach_f)
+    elif pb and flops == 0 and nbytes and ach_b:
+        # pure data movement: only the bandwidth roof applies
+        bound = "memory"
+        efficiency = ach_b / pb
+        headroom = max(1.0, pb / ach_b)
+    return {
+        "level": level,
+        "name": name,
+        "op_type": op_type,
+        "dtype": dtype,
+        "calls_per_iter": calls_per_iter,
+        "time_ns": time_ns,
+        "time_share": None,
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": intensity,
+        "achieved_flops_per_s": ach_f,
+        "achieved_bytes_per_s": ach_b,
+        "peak_flops_per_s": pf,
+        "peak_bytes_per_s": pb,
+        "ridge_intensity": ridge,
+        "attainable_flops_per_s": attainable,
+        "bound": bound,
+        "efficiency": efficiency,
+        "headroom": headroom,
+        "ceiling_source": source if (pf or pb) else None,
+    }
+
+
+def _shares(rows: list[dict[str, Any]]) -> None:
+    total = sum(r["time_ns"] or 0.0 for r in rows)
+    for r in rows:
+        r["time_share"] = (r["time_ns"] or 0.0) / total if total else None
+
+
+# --- node level ---------------------------------------------------------------------------
+
+
+def _per_iter_median(ops: pa.Table) -> tuple[dict[tuple[str, str], tuple[float, float]], int]:
+    """(node, op_type) -> (median summed ns per iteration, calls per iteration); iterations."""
+    iters = ops.column("iteration").to_numpy(zero_copy_only=False)
+    valid = ~np.isnan(iters.astype(np.float64))
+    if not valid.any():
+        return {}, 0
+    it = iters[valid].astype(np.int64)
+    uniq = np.unique(it)
+    idx = np.searchsorted(uniq, it)
+    names = np.asarray(ops.column("node_name").to_pylist(), dtype=object)[valid]
+    types = np.asarray(ops.column("op_type").to_pylist(), dtype=object)[valid]
+    durs = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)[valid]
+    sums: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(len(uniq)))
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for n, t, i, d in zip(names.tolist(), types.tolist(), idx.tolist(), durs.tolist(), strict=True):
+        sums[(n, t)][i] += d
+        counts[(n, t)] += 1
+    out = {k: (float(np.median(v)), counts[k] / len(uniq)) for k, v in sums.items()}
+    return out, len(uniq)
+
+
+class GraphIndex:
+    """The original graph's node inputs/outputs, tensor sizes and consumers, for traffic."""
+
+    def __init__(self, nodes: pa.Table, edges: pa.Table | None) -> None:
+        orig = nodes.filter(pc.equal(nodes.column("graph"), "original"))
+        self.io: dict[str, tuple[list[str], list[str]]] = {
+            r["node_name"]: (r["inputs"] or [], r["outputs"] or [])
+            for r in orig.select(["node_name", "inputs", "outputs"]).to_pylist()
+        }
+        self.sizes = _tensor_bytes(edges)
+        self.consumers = _consumers(edges)
+
+
+def group_traffic(members: Iterable[str], index: GraphIndex) -> tuple[float | None, bool]:
+    """Bytes crossing the boundary of a group of original nodes (each tensor once).
+
+    Inputs produced outside the group (activations, weights, graph inputs) are read;
+    outputs consumed outside it or leaving the graph are written; tensors passed between
+    members stay inside. Returns (bytes, or None when a tensor's size is unknown; found),
+    ``found`` being False when no member is in the graph.
+    """
+    member_set = set(members)
+    io = [index.io[m] for m in member_set if m in index.io]
+    if not io:
+        return None, False
+    produced = {o for _, outs in io for o in outs if o}
+    total = 0.0
+    unknown = False
+    seen: set[str] = set()
+    for ins, outs in io:
+        for t in ins:
+            if not t or t in produced or t in seen:
+                continue
+            seen.add(t)
+            b = index.sizes.get(t)
+            unknown |= b is None
+            total += b or 0
+        for t in outs:
+            if not t or t in seen:
+                continue
+            inside = index.consumers.get(t)
+            if inside is not None and inside and inside <= member_set:
+                continue  # consumed only inside the group
+            seen.add(t)
+            b = index.sizes.get(t)
+            unknown |= b is None
+            total += b or 0
+    return (None if unknown else total), True
+
+
+def _tensor_bytes(edges: pa.Table | None) -> dict[str, int | None]:
+    if edges is None or not edges.num_rows:
+        return {}
+    out: dict[str, int | None] = {}
+    for t, b in zip(
+        edges.column("tensor").to_pylist(), edges.column("bytes").to_pylist(), strict=True
+    ):
+        out[t] = b
+    return out
+
+
+def _consumers(edges: pa.Table | None) -> dict[str, set[str] | None]:
+    """tensor -> consumer nodes; None marks a tensor that leaves the graph."""
+    out: dict[str, set[str] | None] = {}
+    if edges is None or not edges.num_rows:
+        return out
+    for t, c, kind in zip(
+        edges.column("tensor").to_pylist(),
+        edges.column("consumer").to_pylist(),
+        edges.column("kind").to_pylist(),
+        strict=True,
+    ):
+        if c is None or kind == "graph_output":
+            out[t] = None
+            continue
+        cur = out.setdefault(t, set())
+        if cur is not None:
+            cur.add(c)
+    return out
+
+
+def node_roofline(
+    ops: pa.Table,
+    costs: pa.Table | None,
+    nodes: pa.Table | None,
+    edges: pa.Table | None,
+    ceilings: CeilingsLike | None,
+    gpu_ns_per_iter: Mapping[str, float] | None = None,
+) -> pa.Table:
+    """ROOFLINE rows (level ``node``) for the executed nodes of an ORT profile.
+
+    ``gpu_ns_per_iter``: GPU time per iteration of the kernels attributed to each node
+    (from ``attribution/kernel_groups.parquet``): on a GPU execution provider the profile's
+    node durations are host-side launch times, so the attributed kernel time replaces them.
+
+    A node's work is the sum of the FLOPs of the original nodes it stands for
+    (``original_nodes``; itself when null), None when any of them has no formula; its
+    traffic is the group's boundary traffic (:func:`group_traffic`), or the node's own
+    bytes when it is not fused. Sorted by time, longest first.
+    """
+    if ops is None or not ops.num_rows or "iteration" not in ops.column_names:
+        return ROOFLINE.empty()
+    times, _ = _per_iter_median(ops)
+    if not times:
+        return ROOFLINE.empty()
+    cost_by_name: dict[str, dict[str, Any]] = {}
+    if costs is not None and costs.num_rows:
+        for r in costs.to_pylist():
+            cost_by_name[r["node_name"]] = r
+    originals: dict[str, list[str]] = {}
+    for n, o in zip(
+        ops.column("node_name").to_pylist(), ops.column("original_nodes").to_pylist(), strict=True
+    ):
+        if n not in originals:
+            originals[n] = list(o) if o else [n]
+    pb = ceilings.bytes_per_s if ceilings is not None else None
+    index = GraphIndex(nodes, edges) if nodes is not None and nodes.num_rows else None
+    rows = []
+    for (name, op_type), (t_ns, calls) in times.items():
+        if gpu_ns_per_iter and name in gpu_ns_per_iter:
+            t_ns = gpu_ns_per_iter[name]
+        members = [m for m in originals.get(name, [name]) if m]
+        found = [cost_by_name[m] for m in members if m in cost_by_name]
+        flops: float | None = None
+        nbytes: float | None = None
+        dtype = None
+        if found and len(found) == len(members):
+            if all(c["flops"] is not None for c in found):
+                flops = float(sum(c["flops"] for c in found)) * calls
+            heaviest = max(found, key=lambda c: c["flops"] or 0)
+            dtype = heaviest["dtype"]
+            if len(members) == 1:
+                b = found[0]["bytes"]
+                nbytes = float(b) * calls if b is not None else None
+            elif index is not None:
+                gb, ok = group_traffic(members, index)
+                nbytes = gb * calls if ok and gb is not None else None
+        pf = ceilings.peak_flops(dtype) if ceilings is not None else None
+        rows.append(
+            roofline_row(
+                level="node",
+                name=name,
+                op_type=op_type,
+                dtype=dtype,
+                calls_per_iter=calls,
+                time_ns=t_ns,
+                flops=flops,
+                nbytes=nbytes,
+                peak_flops=pf,
+                peak_bytes=pb,
+                source=ceilings.source if ceilings is not None else None,
+            )
+        )
+    _shares(rows)
+    rows.sort(key=lambda r: -(r["time_ns"] or 0))
+    return ROOFLINE.from_rows(rows)
+
+
+# --- kernel level (rocprofv3 counters, rocprof-compute formulas) ---------------------------
+
+_VALU_OPS = {"ADD": 1, "MUL": 1, "FMA": 2, "TRANS": 1}
+_VALU_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64"}
+_MFMA_DTYPES = {
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "I8": "int8",
+}
+
+
+def _c(values: Mapping[str, float], name: str) -> float | None:
+    v = values.get(name)
+    return float(v) if v is not None else None
+
+
+def counter_work(values: Mapping[str, float]) -> dict[str, Any]:
+    """FLOPs and bytes of one dispatch from its counters (names with or without ``_sum``).
+
+    rocprof-compute's formulas: VALU FLOPs = 64 x (ADD + MUL + 2 x FMA + TRANS) per dtype,
+    MFMA FLOPs = 512 x MFMA_MOPS per dtype; HBM bytes for MI200 (``TCC_EA_*``) or MI300
+    (``TCC_EA0_*`` + ``TCC_BUBBLE``); L2 bytes = 64 x (TCP->TCC read + write + atomic
+    requests); LDS bytes = (LDS_IDX_ACTIVE - LDS_BANK_CONFLICT) x 4 x 32. A quantity whose
+    counters are absent is None. ``flops_by_dtype`` tells which ceiling applies.
+    """
+    v = {k.removesuffix("_sum"): float(x) for k, x in values.items()}
+    by_dtype: dict[str, float] = defaultdict(float)
+    seen_flop_counter = False
+    for suffix, dtype in _VALU_DTYPES.items():
+        for op, mult in _VALU_OPS.items():
+            x = v.get(f"SQ_INSTS_VALU_{op}_{suffix}")
+            if x is not None:
+                seen_flop_counter = True
+                by_dtype[dtype] += 64.0 * mult * x
+    for suffix, dtype in _MFMA_DTYPES.items():
+        x = v.get(f"SQ_INSTS_VALU_MFMA_MOPS_{suffix}")
+        if x is not None:
+            seen_flop_counter = True
+            by_dtype[dtype + "_matrix"] += 512.0 * x
+    flops = sum(by_dtype.values()) if seen_flop_counter else None
+
+    hbm: float | None = None
+    arch = None
+    if "TCC_EA0_RDREQ" in v and "TCC_EA0_WRREQ" in v:
+        arch = "mi300"
+        bubble = v.get("TCC_BUBBLE")
+        rd32, rd = v.get("TCC_EA0_RDREQ_32B"), v["TCC_EA0_RDREQ"]
+        wr64, wr = v.get("TCC_EA0_WRREQ_64B"), v["TCC_EA0_WRREQ"]
+        if bubble is not None and rd32 is not None and wr64 is not None:
+            hbm = (
+                128 * bubble + 32 * rd32 + 64 * (rd - bubble - rd32) + 32 * (wr - wr64) + 64 * wr64
+            )
+    elif "TCC_EA_RDREQ" in v and "TCC_EA_WRREQ" in v:
+        arch = "mi200"
+        rd32, rd = v.get("TCC_EA_RDREQ_32B"), v["TCC_EA_RDREQ"]
+        wr64, wr = v.get("TCC_EA_WRREQ_64B"), v["TCC_EA_WRREQ"]
+        if rd32 is not None and wr64 is not None:
+            hbm = 32 * rd32 + 64 * (rd - rd32) + 64 * wr64 + 32 * (wr - wr64)
+    l2: float | None = None
+    if "TCP_TCC_READ_REQ" in v and "TCP_TCC_WRITE_REQ" in v:
+        atomics = v.get("TCP_TCC_ATOMIC_WITH_RET_REQ", 0.0) + v.get(
+            "TCP_TCC_ATOMIC_WITHOUT_RET_REQ", 0.0
+        )
+        l2 = 64 * (v["TCP_TCC_READ_REQ"] + v["TCP_TCC_WRITE_REQ"] + atomics)
+    lds: float | None = None
+    if "SQ_LDS_IDX_ACTIVE" in v and "SQ_LDS_BANK_CONFLICT" in v:
+        lds = (v["SQ_LDS_IDX_ACTIVE"] - v["SQ_LDS_BANK_CONFLICT"]) * 4 * 32
+    return {
+        "flops": flops,
+        "flops_by_dtype": dict(by_dtype),
+        "hbm_bytes": hbm,
+        "l2_bytes": l2,
+        "lds_bytes": lds,
+        "arch": arch,
+    }
+
+
+def _dispatch_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (row.get("device"), row.get("dispatch_id"), row.get("correlation_id"))
+
+
+def kernel_roofline(
+    kernels: pa.Table, counters: pa.Table, ceilings: CeilingsLike | None
+) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """ROOFLINE rows (level ``kernel``, one per kernel name) from counter-derived work.
+
+    Dispatches are matched to kernels by (dispatch id, else correlation id); a kernel name's
+    time, FLOPs and HBM bytes are summed over its matched dispatches and divided by the
+    number of iterations (1 when kernels carry no iteration). Also returns per-name
+    details (L2 and LDS bytes, arch, dispatches matched).
+    """
+    if counters is None or not counters.num_rows or kernels is None or not kernels.num_rows:
+        return ROOFLINE.empty(), []
+    per_dispatch: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
+    names: dict[tuple[Any, ...], str] = {}
+    for r in counters.select(
+        ["device", "dispatch_id", "correlation_id", "kernel_name", "counter", "value"]
+    ).to_pylist():
+        k = _dispatch_key(r)
+        per_dispatch[k][r["counter"]] = per_dispatch[k].get(r["counter"], 0.0) + r["value"]
+        names[k] = r["kernel_name"]
+    by_dispatch: dict[Any, float] = {}
+    by_corr: dict[Any, float] = {}
+    for row in kernels.select(["dispatch_id", "correlation_id", "dur_ns"]).to_pylist():
+        if row["dispatch_id"] is not None:
+            by_dispatch[row["dispatch_id"]] = row["dur_ns"]
+        if row["correlation_id"] is not None:
+            by_corr[row["correlation_id"]] = row["dur_ns"]
+    iters = kernels.column("iteration").drop_null() if "iteration" in kernels.column_names else []
+    n_iter = max(1, len(pc.unique(iters))) if len(iters) else 1
+    agg: dict[str, dict[str, Any]] = {}
+    for k, values in per_dispatch.items():
+        _, dispatch, corr = k
+        dur = by_dispatch.get(dispatch) if dispatch is not None else None
+        if dur is None and corr is not None:
+            dur = by_corr.get(corr)
+        if dur is None:
+            continue
+        w = counter_work(values)
+        a = agg.setdefault(
+            names[k],
+            {"time": 0.0, "flops": 0.0, "hbm": 0.0, "l2": 0.0, "lds": 0.0, "n": 0,
+             "flops_ok": True, "hbm_ok": True, "l2_ok": True, "lds_ok": True,
+             "by_dtype": defaultdict(float), "arch": w["arch"]},
+        )  # fmt: skip
+        a["time"] += dur
+        a["n"] += 1
+        for key, src in (("flops", "flops"), ("hbm", "hbm_bytes"), ("l2", "l2_bytes"),
+                         ("lds", "lds_bytes")):  # fmt: skip
+            if w[src] is None:
+                a[f"{key}_ok"] = False
+            else:
+                a[key] += w[src]
+        for dt, f in w["flops_by_dtype"].items():
+            a["by_dtype"][dt] += f
+    rows, details = [], []
+    pb = ceilings.bytes_per_s if ceilings is not None else None
+    for name, a in agg.items():
+        dtype = max(a["by_dtype"], key=a["by_dtype"].get) if a["by_dtype"] else None
+        flops = a["flops"] / n_iter if a["flops_ok"] else None
+        hbm = a["hbm"] / n_iter if a["hbm_ok"] else None
+        rows.append(
+            roofline_row(
+                level="kernel",
+                name=name,
+                op_type=None,
+                dtype=dtype,
+                calls_per_iter=a["n"] / n_iter,
+                time_ns=a["time"] / n_iter,
+                flops=flops,
+                nbytes=hbm,
+                peak_flops=ceilings.peak_flops(dtype) if ceilings is not None else None,
+                peak_bytes=pb,
+                source="counters+" + ceilings.source if ceilings is not None else None,
+            )
+        )
+        details.append(
+            {
+                "name": name,
+                "arch": a["arch"],
+                "dispatches": a["n"],
+                "l2_bytes_per_iter": a["l2"] / n_iter if a["l2_ok"] else None,
+                "lds_bytes_per_iter": a["lds"] / n_iter if a["lds_ok"] else None,
+                "flops_by_dtype": {k: v / n_iter for k, v in a["by_dtype"].items()},
+            }
+        )
+    _shares(rows)
+    rows.sort(key=lambda r: -(r["time_ns"] or 0))
+    return ROOFLINE.from_rows(rows), details
+
+
+# --- summary ------------------------------------------------------------------------------
+
+
+_POINT_KEYS = ("level", "name", "op_type", "intensity", "achieved_flops_per_s", "time_share",
+               "bound", "efficiency")  # fmt: skip
+
+
+def _share_where(rows: list[dict[str, Any]], pred: Any) -> float:
+    return float(sum(r["time_share"] or 0.0 for r in rows if pred(r)))
+
+
+def roofline_summary(
+    table: pa.Table, ceilings: CeilingsLike | None, top_n: int = 10
+) -> dict[str, Any]:
+    """``metrics/roofline.json``: the ceilings used, time shares by bound, plottable points.
+
+    ``time_share_memory_bound`` / ``_compute_bound`` / ``_unknown``: shares of operator
+    time (0-1); ``weighted_efficiency``: time-weighted mean efficiency over rows where it
+    is known (None when none); ``points``: every row with a known intensity and achieved
+    FLOP/s (for the HTML plot); ``top_headroom``: rows with the most time recoverable under
+    the roof (time x (1 - 1/headroom)).
+    """
+    rows = table.to_pylist()
+    known_eff = [r for r in rows if r["efficiency"] is not None and r["time_share"]]
+    weight = sum(r["time_share"] for r in known_eff)
+    weighted = (
+        sum(r["efficiency"] * r["time_share"] for r in known_eff) / weight if weight else None
+    )
+    recoverable = []
+    for r in rows:
+        if r["headroom"] and r["time_ns"]:
+            gain = r["time_ns"] * (1.0 - 1.0 / r["headroom"])
+            recoverable.append({"name": r["name"], "op_type": r["op_type"], "level": r["level"],
+                                "bound": r["bound"], "time_ns": r["time_ns"],
+                                "headroom": r["headroom"], "recoverable_ns": gain})  # fmt: skip
+    recoverable.sort(key=lambda x: -x["recoverable_ns"])
+    ceil: dict[str, Any] | None = None
+    if ceilings is not None:
+        ceil = {
+            "device": ceilings.device,
+            "source": ceilings.source,
+            "bytes_per_s": ceilings.bytes_per_s,
+            "flops_per_s": getattr(ceilings, "flops_per_s", None),
+        }
+    return {
+        "ceilings": ceil,
+        "rows": len(rows),
+        "rows_with_work": sum(1 for r in rows if r["flops"] is not None),
+        "time_share_memory_bound": _share_where(rows, lambda r: r["bound"] == "memory"),
+        "time_share_compute_bound": _share_where(rows, lambda r: r["bound"] == "compute"),
+        "time_share_unknown": _share_where(rows, lambda r: r["bound"] is None),
+        "weighted_efficiency": weighted,
+        "points": [
+            {k: r[k] for k in _POINT_KEYS}
+            for r in rows
+            if r["intensity"] is not None and r["achieved_flops_per_s"] is not None
+        ],
+        "top_headroom": recoverable[:top_n],
+    }

@@ -1,0 +1,314 @@
+"""Microbenchmarks that measure the achievable peaks of this machine (``aaco calibrate``).
+
+CPU (backend ``cpu``):
+- GEMM FLOP/s: square matrix products, 2 n^3 FLOPs each, with numpy (float32, float64) and
+  through ONNX Runtime (a MatMul model on the CPU execution provider, float32, default
+  threads). The float32 ceiling is the higher of numpy's and ORT's rate: the fastest GEMM
+  a float32 operator reached on this machine is the roof it could reach.
+- Memory bandwidth: numpy copy (2 bytes moved per byte: read + write) and add (3: two reads,
+  one write), single-threaded, and an ONNX Runtime Add of a scalar (2: read + write, on
+  ORT's threads) over arrays of at least 4 x the last-level cache; the ceiling is the
+  highest of the three (an ORT elementwise operator can use every core, numpy one).
+
+GPU (backends ``cuda``, ``rocm``; needs torch with a GPU): torch matmul in float32, float16
+and bfloat16 (matrix peaks), and a device-to-device copy for bandwidth.
+
+Each figure is measured "until stable": repetitions continue until the last ``window``
+rates have a coefficient of variation below ``cv_target``, or the time budget is spent;
+the figure is the median of that last window (``stable`` says which case it was).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aaco.analysis.ceilings import Ceilings, hardware_fingerprint
+from aaco.errors import UsageError
+
+__all__ = ["Measurement", "calibrate", "llc_bytes", "measure_until_stable"]
+
+
+@dataclass
+class Measurement:
+    """A rate measured until stable: ``value`` (median of the last window), its CV."""
+
+    name: str
+    unit: str
+    value: float
+    cv: float
+    repeats: int
+    stable: bool
+    size: str
+    rates: list[float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "value": self.value,
+            "cv": self.cv,
+            "repeats": self.repeats,
+            "stable": self.stable,
+            "size": self.size,
+        }
+
+
+def measure_until_stable(
+    fn: Callable[[], Any],
+    work: float,
+    *,
+    name: str = "",
+    unit: str = "",
+    size: str = "",
+    window: int = 5,
+    cv_target: float = 0.03,
+    max_repeats: int = 200,
+    budget_s: float = 10.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Call ``fn`` until the last ``window`` rates (``work`` / seconds) vary by less than
+    ``cv_target`` (sample std / mean), ``max_repeats`` is reached or ``budget_s`` spent."""
+    rates: list[float] = []
+    start = clock()
+    stable = False
+    while len(rates) < max_repeats:
+        t0 = clock()
+        fn()
+        dt = clock() - t0
+        rates.append(work / dt if dt > 0 else float("inf"))
+        if len(rates) >= window:
+            last = rates[-window:]
+            mean = statistics.fmean(last)
+            cv = statistics.stdev(last) / mean if mean else float("inf")
+            if cv < cv_target:
+                stable = True
+                break
+        if clock() - start > budget_s and len(rates) >= 2:
+            break
+    last = rates[-window:]
+    mean = statistics.fmean(last)
+    cv = statistics.stdev(last) / mean if len(last) > 1 and mean else 0.0
+    return Measurement(name, unit, statistics.median(last), cv, len(rates), stable, size, rates)
+
+
+def llc_bytes() -> int | None:
+    """Size of the largest CPU cache (sysfs), or None when it cannot be read."""
+    best = None
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")) if base.is_dir() else []:
+        try:
+            text = (idx / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * mult
+        except ValueError:
+            continue
+        best = max(best or 0, size)
+    return best
+
+
+def _ort_matmul(n: int) -> Callable[[], Any]:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [n, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm", [a, b], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.standard_normal((n, n), dtype=np.float32),
+        "b": rng.standard_normal((n, n), dtype=np.float32),
+    }
+    return lambda: sess.run(None, feeds)
+
+
+def _ort_add(numel: int) -> Callable[[], Any]:
+    """x + 1 over [numel] floats through ONNX Runtime (its multi-threaded elementwise path)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [numel])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [numel])
+    one = numpy_helper.from_array(np.ones(1, dtype=np.float32), "one")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], ["y"])], "add", [x], [y], initializer=[one]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones(numel, dtype=np.float32)}
+    return lambda: sess.run(None, feeds)
+
+
+def _cpu(quick: bool) -> tuple[dict[str, float], float, dict[str, Any]]:
+    budget = 2.0 if quick else 12.0
+    n = 256 if quick else 1024
+    rng = np.random.default_rng(0)
+    ms: list[Measurement] = []
+    for dt in (np.float32, np.float64):
+        a = rng.standard_normal((n, n)).astype(dt)
+        b = rng.standard_normal((n, n)).astype(dt)
+        out = np.empty((n, n), dtype=dt)
+
+        def gemm(a: np.ndarray = a, b: np.ndarray = b, out: np.ndarray = out) -> None:
+            np.matmul(a, b, out=out)
+
+        ms.append(
+            measure_until_stable(
+                gemm,
+                2.0 * n**3,
+                name=f"numpy_gemm_{np.dtype(dt).name}",
+                unit="FLOP/s",
+                size=f"{n}x{n}x{n}",
+                budget_s=budget,
+            )
+        )
+    ms.append(
+        measure_until_stable(
+            _ort_matmul(n),
+            2.0 * n**3,
+            name="onnxruntime_gemm_float32",
+            unit="FLOP/s",
+            size=f"{n}x{n}x{n}",
+            budget_s=budget,
+        )
+    )
+    llc = llc_bytes()
+    nbytes = max(4 * (llc or 0), (16 if quick else 128) * 1024**2)
+    src = np.ones(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    other = np.ones_like(src)
+    size = (
+        f"{nbytes / 1024**2:.0f} MiB arrays (LLC {llc / 1024**2:.0f} MiB)"
+        if llc
+        else (f"{nbytes / 1024**2:.0f} MiB arrays (LLC unknown)")
+    )
+    for name, fn, moved in (
+        ("numpy_copy_bandwidth", lambda: np.copyto(dst, src), 2.0),
+        ("numpy_add_bandwidth", lambda: np.add(src, other, out=dst), 3.0),
+        ("onnxruntime_add_bandwidth", _ort_add(nbytes // 4), 2.0),
+    ):
+        ms.append(
+            measure_until_stable(
+                fn, moved * nbytes, name=name, unit="B/s", size=size, budget_s=budget
+            )
+        )
+    by = {m.name: m for m in ms}
+    flops = {
+        "float32": max(by["numpy_gemm_float32"].value, by["onnxruntime_gemm_float32"].value),
+        "float64": by["numpy_gemm_float64"].value,
+    }
+    bw = max(
+        by["numpy_copy_bandwidth"].value,
+        by["numpy_add_bandwidth"].value,
+        by["onnxruntime_add_bandwidth"].value,
+    )
+    import onnxruntime as ort
+
+    details = {
+        "measurements": [m.to_json() for m in ms],
+        "threads": os.cpu_count(),
+        "llc_bytes": llc,
+        "numpy": np.__version__,
+        "onnxruntime": ort.__version__,
+        "quick": quick,
+    }
+    return flops, bw, details
+
+
+def _gpu(backend: str, quick: bool) -> tuple[dict[str, float], float, dict[str, Any], str]:
+    try:
+        import torch
+    except ImportError:
+        raise UsageError(
+            f"calibrating --backend {backend} needs PyTorch with GPU support: "
+            "pip install 'aaco[torch]'"
+        ) from None
+    if not torch.cuda.is_available():
+        raise UsageError(f"--backend {backend}: torch {torch.__version__} sees no GPU")
+    dev = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    budget = 2.0 if quick else 10.0
+    n = 2048 if quick else 8192
+    ms: list[Measurement] = []
+    flops: dict[str, float] = {}
+    for name, dt in (("float32", torch.float32), ("float16", torch.float16),
+                     ("bfloat16", torch.bfloat16)):  # fmt: skip
+        a = torch.randn(n, n, device=dev, dtype=dt)
+        b = torch.randn(n, n, device=dev, dtype=dt)
+
+        def mm(a: Any = a, b: Any = b) -> None:
+            torch.matmul(a, b)
+            sync()
+
+        mm()
+        m = measure_until_stable(mm, 2.0 * n**3, name=f"torch_gemm_{name}", unit="FLOP/s",
+                                 size=f"{n}x{n}x{n}", budget_s=budget)  # fmt: skip
+        ms.append(m)
+        flops[name if name == "float32" else f"{name}_matrix"] = m.value
+    nbytes = (256 if quick else 2048) * 1024**2
+    src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+
+    def copy() -> None:
+        dst.copy_(src)
+        sync()
+
+    copy()
+    m = measure_until_stable(copy, 2.0 * nbytes, name="torch_copy_bandwidth", unit="B/s",
+                             size=f"{nbytes / 1024**2:.0f} MiB", budget_s=budget)  # fmt: skip
+    ms.append(m)
+    details = {"measurements": [x.to_json() for x in ms], "torch": torch.__version__,
+               "quick": quick}  # fmt: skip
+    return flops, m.value, details, torch.cuda.get_device_name(0)
+
+
+def calibrate(
+    backend: str = "cpu", quick: bool = False, env: dict[str, Any] | None = None
+) -> Ceilings:
+    """Measure this machine's peaks for ``backend`` and return them (not yet stored)."""
+    from aaco.collectors.environment import capture_environment
+
+    if backend not in ("cpu", "cuda", "rocm"):
+        raise UsageError(f"unknown --backend {backend!r}; valid: cpu, cuda, rocm")
+    env = env if env is not None else capture_environment([], [])
+    t0 = time.perf_counter()
+    if backend == "cpu":
+        flops, bw, details = _cpu(quick)
+        device = str((env.get("cpu") or {}).get("model") or "CPU")
+    else:
+        flops, bw, details, device = _gpu(backend, quick)
+    details["seconds"] = time.perf_counter() - t0
+    return Ceilings(
+        device=device,
+        source="calibrated",
+        flops_per_s=flops,
+        bytes_per_s=bw,
+        fingerprint=hardware_fingerprint(env),
+        backend=backend,
+        measured_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        details=details,
+    )

@@ -1,0 +1,233 @@
+"""Diagnosis of a bundle: cost model, ceilings, roofline, bottleneck verdict, what to fix.
+
+``aaco run`` and ``aaco import`` call :func:`diagnose_bundle` before they render the
+reports; ``aaco analyze --session S`` calls it again on an existing bundle (after an
+import, or with a new calibration). It writes::
+
+    metrics/op_costs.parquet       work and traffic per original graph node
+    metrics/roofline.parquet       per node (and kernel, with counters) against the ceilings
+    metrics/roofline.json          ceilings used, time shares by bound, plottable points
+    metrics/bottleneck.json        verdict, confidence, evidence, missing evidence, per op
+    metrics/recommendations.json   ranked actions with estimated gains
+
+A stage that fails is recorded (``failures[]`` in bottleneck.json and session.json) and the
+others still run; what it would have provided shows up as missing evidence.
+
+Example::
+
+    result = diagnose_bundle(Path("sessions/latest"))
+    result["bottleneck"]["bottleneck_class"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aaco.session.bundle import Session, atomic_write_json, read_json, write_table
+from aaco.session.schema import OP_COSTS, ROOFLINE
+
+__all__ = ["BACKEND_OF_PROVIDER", "diagnose_bundle", "write_reports"]
+
+#: calibration backend of an execution provider (calibrations are stored per backend)
+BACKEND_OF_PROVIDER = {
+    "CPUExecutionProvider": "cpu",
+    "DnnlExecutionProvider": "cpu",
+    "OpenVINOExecutionProvider": "cpu",
+    "CUDAExecutionProvider": "cuda",
+    "TensorrtExecutionProvider": "cuda",
+    "ROCMExecutionProvider": "rocm",
+    "MIGraphXExecutionProvider": "rocm",
+}
+
+
+def _backend(meta: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(provider, calibration backend) of a bundle; torch runs map by device."""
+    run = meta.get("run") or {}
+    if run.get("framework") == "torch":
+        device = str(run.get("device") or "cpu")
+        return None, "cpu" if device == "cpu" else "cuda"
+    provider = (meta.get("backend") or {}).get("provider")
+    return provider, BACKEND_OF_PROVIDER.get(provider or "")
+
+
+def _gpu_name(env: dict[str, Any] | None) -> str | None:
+    devices = ((env or {}).get("gpus") or {}).get("devices") or []
+    for d in devices:
+        if isinstance(d, dict) and d.get("name"):
+            return str(d["name"])
+    return None
+
+
+def _cpu_count(env: dict[str, Any] | None) -> int | None:
+    cpu = (env or {}).get("cpu") or {}
+    n = cpu.get("usable_cores") or cpu.get("logical_cores")
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+class _Stages:
+    def __init__(self) -> None:
+        self.failures: list[dict[str, str]] = []
+
+    def run(self, stage: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except Exception as exc:  # one analysis failing must not lose the others
+            self.failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
+            return None
+
+
+def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
+    """Compute and write the diagnosis files of the bundle at ``path``; return them.
+
+    ``ceilings``: an :class:`aaco.analysis.ceilings.Ceilings` to use instead of the stored
+    calibration / published table (tests, what-if).
+    """
+    from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
+    from aaco.analysis.recommend import recommend
+    from aaco.analysis.roofline import kernel_roofline, node_roofline, roofline_summary
+
+    session = Session.load(path)
+    meta = session.meta
+    env = session.env
+    stages = _Stages()
+    provider, backend = _backend(meta)
+
+    nodes = session.table("graph_nodes")
+    edges = session.table("graph_edges")
+    costs: pa.Table | None = None
+    if nodes is not None and nodes.num_rows:
+        costs = stages.run("op_costs", _costs, nodes, edges)
+        if costs is not None:
+            write_table(path / OP_COSTS.path, costs)
+
+    if ceilings is None and backend is not None:
+        ceilings = stages.run("ceilings", _ceilings, env, backend)
+    ops = session.ops()
+    gpu_time = _gpu_ns_per_iter(session, ops)
+    rows = stages.run("roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time)
+    if rows is None:
+        rows = ROOFLINE.empty()
+    kernels = session.table("kernels")
+    counters = session.table("kernel_counters")
+    kernel_details: list[dict[str, Any]] = []
+    if kernels is not None and counters is not None and counters.num_rows:
+        got = stages.run("kernel_roofline", kernel_roofline, kernels, counters, ceilings)
+        if got is not None:
+            krows, kernel_details = got
+            rows = pa.concat_tables([rows, krows])
+    write_table(path / ROOFLINE.path, rows)
+    node_rows = rows.filter(pc.equal(rows.column("level"), "node"))
+    summary_json = roofline_summary(rows, ceilings)
+    summary_json["kernel_counters"] = kernel_details
+    if costs is not None:
+        from aaco.analysis.cost import cost_summary
+
+        summary_json["model_cost"] = stages.run("cost_summary", cost_summary, costs)
+    atomic_write_json(path / "metrics" / "roofline.json", summary_json)
+
+    derived = session.json_file("metrics/derived_metrics.json")
+    signals = gather_signals(
+        summary=session.summary,
+        iters=session.iters(),
+        ops=ops,
+        roofline=summary_json,
+        derived=derived,
+        rows=node_rows if node_rows.num_rows else rows,
+        cpu_count=_cpu_count(env),
+        cache_bytes=(getattr(ceilings, "details", None) or {}).get("llc_bytes"),
+        kernels=kernels,
+        compute_units=_compute_units(env, ceilings),
+    )
+    verdict = classify(signals)
+    verdict["signals"] = {k: s.to_json() for k, s in signals.items()}
+    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows)
+    ort_cfg = session.ort_config or {}
+    level = (ort_cfg.get("session_options") or {}).get("graph_optimization_level")
+    recs = stages.run(
+        "recommendations",
+        recommend,
+        signals=signals,
+        verdict=verdict,
+        rows=node_rows if node_rows.num_rows else rows,
+        ops=ops,
+        summary=session.summary,
+        provider=provider,
+        graph_optimization_level=level,
+    )
+    verdict["failures"] = stages.failures
+    atomic_write_json(path / "metrics" / "bottleneck.json", verdict)
+    atomic_write_json(path / "metrics" / "recommendations.json", recs or [])
+    if stages.failures:
+        meta.setdefault("failures", [])
+        known = {(f.get("stage"), f.get("error")) for f in meta["failures"]}
+        meta["failures"] += [f for f in stages.failures if (f["stage"], f["error"]) not in known]
+        atomic_write_json(path / "session.json", meta)
+    return {"roofline": summary_json, "bottleneck": verdict, "recommendations": recs or []}
+
+
+def _gpu_ns_per_iter(session: Session, ops: pa.Table | None) -> dict[str, float] | None:
+    """Attributed GPU time per iteration of each node, when the bundle has device-timed
+    kernels attributed to its operators (kernel_groups) and the ops carry iterations."""
+    groups = session.table("kernel_groups")
+    kernels = session.table("kernels")
+    if groups is None or not groups.num_rows or kernels is None or not kernels.num_rows:
+        return None
+    if not pc.all(kernels.column("time_is_gpu")).as_py():
+        return None
+    if ops is None or not ops.num_rows:
+        return None
+    iters = len(pc.unique(ops.column("iteration").drop_null()))
+    if not iters:
+        return None
+    return {
+        r["op_name"]: r["gpu_time_ns"] / iters
+        for r in groups.select(["op_name", "gpu_time_ns"]).to_pylist()
+        if r["gpu_time_ns"]
+    }
+
+
+def _compute_units(env: dict[str, Any] | None, ceilings: Any) -> int | None:
+    """CUs / SMs of the session's GPU, from the published device table."""
+    from aaco.analysis.ceilings import published_ceilings
+
+    units = (getattr(ceilings, "details", None) or {}).get("compute_units")
+    if units is None and _gpu_name(env):
+        pub = published_ceilings(_gpu_name(env) or "")
+        units = pub.details.get("compute_units") if pub is not None else None
+    return int(units) if isinstance(units, int) else None
+
+
+def _costs(nodes: pa.Table, edges: pa.Table | None) -> pa.Table:
+    from aaco.analysis.cost import node_costs
+
+    return node_costs(nodes, edges, graph="original")
+
+
+def _ceilings(env: dict[str, Any] | None, backend: str) -> Any:
+    from aaco.analysis.ceilings import session_ceilings
+
+    return session_ceilings(env, backend, _gpu_name(env))
+
+
+def write_reports(bundle: Path) -> None:
+    """Refresh the bundle's rendered reports (report/): JSON and plain-text terminal."""
+    from aaco.report.json import JsonRenderer
+    from aaco.report.terminal import TerminalRenderer
+    from aaco.session.bundle import atomic_write_bytes
+
+    session = Session.load(bundle)
+    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
+        target = bundle / "report" / f"report{renderer.output_file_extension}"
+        try:
+            atomic_write_bytes(target, renderer.render(session).encode())
+        except Exception as exc:  # a report is a convenience copy; the data is already safe
+            meta = read_json(bundle / "session.json")
+            meta.setdefault("failures", []).append(
+                {"stage": f"report_{renderer.name}", "error": str(exc)[:400]}
+            )
+            atomic_write_json(bundle / "session.json", meta)

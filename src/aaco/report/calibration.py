@@ -1,0 +1,71 @@
+"""Text rendering of calibrations (``aaco calibrate``): measured peaks, repeats, stability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from aaco.analysis.ceilings import Ceilings
+from aaco.report.terminal import render_text
+
+__all__ = ["render_calibration", "render_calibrations"]
+
+
+def _g(v: float | None, scale: float) -> str:
+    return "unknown" if v is None else f"{v / scale:,.1f}"
+
+
+def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableType]:
+    head = Text(f"{c.device} ({c.backend or '?'}), {c.source} {c.measured_utc or ''}".rstrip())
+    if path is not None:
+        head.append(f"\nstored: {path}", style="dim")
+    if note:
+        head.append(f"\n{note}", style="dim")
+    t = Table(show_edge=False, pad_edge=False)
+    for col in ("ceiling", "value"):
+        t.add_column(col, justify="left" if col == "ceiling" else "right")
+    for k, v in sorted(c.flops_per_s.items()):
+        t.add_row(f"{k} GFLOP/s", _g(v, 1e9))
+    t.add_row("memory GB/s", _g(c.bytes_per_s, 1e9))
+    parts: list[RenderableType] = [head, t]
+    ms = c.details.get("measurements") or []
+    if ms:
+        m = Table(title="measurements", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("benchmark", "size", "value", "CV", "repeats", "stable"):
+            m.add_column(col, justify="left" if col in ("benchmark", "size") else "right")
+        for x in ms:
+            scale = 1e9
+            unit = "GFLOP/s" if x["unit"] == "FLOP/s" else "GB/s"
+            m.add_row(
+                x["name"],
+                escape(x["size"]),
+                f"{x['value'] / scale:,.1f} {unit}",
+                f"{100 * x['cv']:.1f}%",
+                str(x["repeats"]),
+                "yes" if x["stable"] else "no",
+            )
+        parts.append(m)
+    return parts
+
+
+def render_calibration(
+    c: Ceilings, path: Path | None = None, note: str | None = None, width: int = 100
+) -> str:
+    return render_text(Group(*_one(c, path, note)), width)
+
+
+def render_calibrations(
+    items: list[tuple[Path, Ceilings]], published: list[Ceilings], width: int = 100
+) -> str:
+    parts: list[RenderableType] = []
+    if not items:
+        parts.append(Text("no stored calibration (run `aaco calibrate`)"))
+    for path, c in items:
+        parts += [*_one(c, path, None), Text("")]
+    for p in published:
+        parts += [*_one(p, None, f"published peaks for {p.details.get('matched')}"), Text("")]
+    return render_text(Group(*parts), width)

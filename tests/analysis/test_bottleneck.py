@@ -1,0 +1,248 @@
+"""The bottleneck classifier on signals whose answer is known by construction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aaco.analysis.bottleneck import (
+    RULES,
+    Condition,
+    Signal,
+    classify,
+    classify_ops,
+    gather_signals,
+)
+from aaco.session.schema import INFERENCE_ITERS, OPS, ROOFLINE
+
+
+def sigs(**values: float | None) -> dict[str, Signal]:
+    """Every signal the rules use, missing unless given."""
+    names = {c.signal for r in RULES for c in r.conditions}
+    return {
+        n: Signal(n, values.get(n), "", "test", None if values.get(n) is not None else "absent")
+        for n in names
+    }
+
+
+MAIN_OK = {
+    # every main signal present, none firing
+    "ops_per_iter": 60.0,
+    "micro_op_time_share": 0.1,
+    "host_work_share": 0.0,
+    "memory_bound_time_share": 0.3,
+    "compute_bound_time_share": 0.3,
+    "bandwidth_utilization": 0.1,
+    "compute_utilization": 0.1,
+    "latency_p50_us": 5000.0,
+    "first_iter_vs_p50": 1.1,
+    "first_iter_excess_ms": 0.5,
+    "op_share_of_latency": 0.9,
+}
+
+
+def test_condition_strength_is_a_ramp_from_threshold_to_full() -> None:
+    c = Condition("x", 100, 300, 1.0)
+    assert [c.strength(v) for v in (50, 100, 200, 300, 900)] == [0.0, 0.0, 0.5, 1.0, 1.0]
+    low = Condition("y", 500, 100, 1.0, above=False)  # smaller is stronger
+    assert [low.strength(v) for v in (600, 500, 300, 100, 10)] == [0.0, 0.0, 0.5, 1.0, 1.0]
+    assert low.holds(400) and not low.holds(600)
+
+
+def test_launch_bound() -> None:
+    # 400 ops/iter: (400-100)/(300-100) -> 1; micro share 0.7: (0.7-0.5)/(0.9-0.5) = 0.5;
+    # gpu_microkernel_pct missing (optional): score = (0.3 x 1 + 0.5 x 0.5) / 0.8 = 0.6875
+    v = classify(sigs(**{**MAIN_OK, "ops_per_iter": 400.0, "micro_op_time_share": 0.7}))
+    assert v["bottleneck_class"] == "launch-bound"
+    assert v["score"] == pytest.approx(0.6875, abs=1e-3)
+    # completeness 0.8 of the rule's weight, no runner-up: 0.6875 x 0.8 = 0.55
+    assert v["confidence"] == pytest.approx(0.55, abs=1e-3)
+    assert {e["signal"] for e in v["top_evidence"]} == {"ops_per_iter", "micro_op_time_share"}
+    assert all(e["holds"] for e in v["top_evidence"])
+    assert any(m["signal"] == "gpu_microkernel_pct" for m in v["missing_evidence"])
+
+
+def test_memory_bound_with_runner_up_lowers_confidence() -> None:
+    base = {**MAIN_OK, "memory_bound_time_share": 0.9, "bandwidth_utilization": 0.7}
+    alone = classify(sigs(**base))
+    assert alone["bottleneck_class"] == "memory-bound" and alone["score"] == 1.0
+    assert alone["confidence"] == 1.0
+    # launch-bound as runner-up: ops 200 -> 0.5, micro share 0.7 -> 0.5, score 0.5;
+    # confidence = 1 x (1 - 0.5 / 2) x completeness 1 = 0.75
+    both = classify(sigs(**{**base, "ops_per_iter": 200.0, "micro_op_time_share": 0.7}))
+    assert both["bottleneck_class"] == "memory-bound"
+    assert both["secondary"] == [{"class": "launch-bound", "score": 0.5}]
+    assert both["confidence"] == pytest.approx(0.75)
+    # the operators are a small part of the latency: not memory-bound whatever they do
+    assert classify(sigs(**{**base, "op_share_of_latency": 0.2}))["bottleneck_class"] == (
+        "balanced"
+    )
+
+
+def test_measurement_validity_comes_first() -> None:
+    # first iteration 5x p50 (strength 1) and 20 ms too much (1); trend missing: score 1.
+    # memory-bound scores 1 too, but a contaminated measurement is the first thing to fix
+    v = classify(
+        sigs(**{**MAIN_OK, "memory_bound_time_share": 0.9, "bandwidth_utilization": 0.7,
+                "first_iter_vs_p50": 5.0, "first_iter_excess_ms": 20.0})
+    )  # fmt: skip
+    assert v["bottleneck_class"] == "warmup-instability"
+    assert v["secondary"] == [{"class": "memory-bound", "score": 1.0}]
+    # confidence = 1 x (1 - 1/2) x completeness 0.8 (trend_shift missing) = 0.4
+    assert v["confidence"] == pytest.approx(0.4)
+    # a big ratio on a tiny model (excess under 0.5 ms) is noise, not instability
+    tiny = classify(sigs(**{**MAIN_OK, "first_iter_vs_p50": 8.0, "first_iter_excess_ms": 0.03}))
+    assert tiny["bottleneck_class"] == "balanced"
+
+
+def test_missing_evidence_gives_unknown_not_a_guess() -> None:
+    v = classify(sigs())
+    assert v["bottleneck_class"] == "unknown" and v["confidence"] is None
+    missing = {m["signal"] for m in v["missing_evidence"]}
+    assert {"ops_per_iter", "memory_bound_time_share", "host_work_share"} <= missing
+    # every main signal present and quiet: balanced
+    assert classify(sigs(**MAIN_OK))["bottleneck_class"] == "balanced"
+
+
+def test_required_condition_failing_blocks_the_class() -> None:
+    # many ops but they are long: not launch-bound
+    v = classify(sigs(**{**MAIN_OK, "ops_per_iter": 900.0, "micro_op_time_share": 0.2}))
+    assert v["bottleneck_class"] == "balanced"
+
+
+def _iters(lat_us: list[float], pre_us: list[float] | None) -> Any:
+    n = len(lat_us)
+    return INFERENCE_ITERS.from_columns(
+        {
+            "phase": ["measured"] * n,
+            "iteration": list(range(n)),
+            "start_ns": [i * 10_000_000 for i in range(n)],
+            "end_ns": [i * 10_000_000 + int(v * 1e3) for i, v in enumerate(lat_us)],
+            "latency_ns": [int(v * 1e3) for v in lat_us],
+            "preprocess_ns": [int(p * 1e3) for p in pre_us] if pre_us else [None] * n,
+        }
+    )
+
+
+def test_gather_signals_from_tables() -> None:
+    # latencies 1000 us with 600 us of preprocessing -> host share 0.6 (median of ratios)
+    iters = _iters([1000.0] * 6, [600.0] * 6)
+    # 2 iterations x 3 ops: 2 us, 4 us, 50 us -> 3 ops/iter, micro share (2+4)/(56) per iter
+    ops = OPS.from_rows(
+        [
+            {"source": "onnxruntime", "iteration": it, "node_name": n, "op_type": "Add",
+             "start_ns": 0, "dur_ns": d}
+            for it in (0, 1)
+            for n, d in (("a", 2000), ("b", 4000), ("c", 50000))
+        ]
+    )  # fmt: skip
+    summary = {
+        "latency_ms": {"p50": 1.0},
+        "profile": {"coverage": 0.3, "profiler_inflation": 1.0},
+        "telemetry": {"sys_cpu_pct_mean": 80.0, "proc_cpu_pct_mean": 100.0,
+                      "cpu_freq_mhz_min": 2000.0, "cpu_freq_mhz_max": 2500.0},
+    }  # fmt: skip
+    s = gather_signals(summary=summary, iters=iters, ops=ops, cpu_count=2)
+    assert s["host_work_share"].value == pytest.approx(0.6)
+    assert s["ops_per_iter"].value == 3
+    assert s["micro_op_time_share"].value == pytest.approx(6 / 56)
+    assert s["latency_p50_us"].value == 1000
+    # fixed overhead = 1 - coverage 0.3 - host 0.6 = 0.1
+    assert s["fixed_overhead_share"].value == pytest.approx(0.1)
+    # contention: 0.8 of the machine busy, the worker 1 core of 2 = 0.5 -> 0.3
+    assert s["cpu_contention"].value == pytest.approx(0.3)
+    assert s["cpu_freq_drop"].value == pytest.approx(0.2)
+    assert s["first_iter_vs_p50"].value == pytest.approx(1.0)
+    assert s["first_iter_excess_ms"].value == pytest.approx(0.0)
+    assert s["op_share_of_latency"].value == pytest.approx(0.3)
+    assert s["memory_bound_time_share"].value is None
+    assert s["memory_bound_time_share"].missing == "no roofline"
+    v = classify(s)
+    # the clock moved 20 % during the window: that comes first, the host work second
+    assert v["bottleneck_class"] == "frequency-scaling"
+    assert v["secondary"][0]["class"] == "cpu-bound"
+
+
+def test_classify_ops() -> None:
+    rows = ROOFLINE.from_rows(
+        [
+            {"level": "node", "name": "tiny", "op_type": "Add", "calls_per_iter": 2.0,
+             "time_ns": 4000.0, "bound": "memory", "efficiency": 0.01},
+            {"level": "node", "name": "gemm", "op_type": "MatMul", "calls_per_iter": 1.0,
+             "time_ns": 900000.0, "bound": "compute", "efficiency": 0.8},
+            {"level": "node", "name": "custom", "op_type": "X", "calls_per_iter": 1.0,
+             "time_ns": 50000.0},
+        ]
+    )  # fmt: skip
+    got = {r["name"]: r for r in classify_ops(rows)}
+    # 2 us per call: dispatch dominated; confidence 10 us / 2 us / 4 = 1.25 -> capped at 1
+    assert got["tiny"]["bottleneck_class"] == "launch-bound" and got["tiny"]["confidence"] == 1
+    assert got["gemm"]["bottleneck_class"] == "compute-bound"
+    assert got["gemm"]["confidence"] == 0.8
+    assert got["custom"]["bottleneck_class"] == "unknown" and got["custom"]["confidence"] is None
+
+
+def test_taxonomy_doc_lists_every_rule_as_coded() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "bottleneck_taxonomy.md").read_text()
+    for rule in RULES:
+        for c in rule.conditions:
+            op = "≥" if c.above else "≤"
+            line = f"`{c.signal}` {op} {c.threshold:g} → {c.full:g}, {c.weight:g} | "
+            line += "yes" if c.required else "no"
+            assert line in doc, line
+
+
+def test_cache_resident_data_is_not_dram_bound() -> None:
+    # a memory-bound op moving 1 MiB per call at twice the DRAM roof: its data sat in the
+    # 32 MiB last-level cache, so it says nothing about DRAM bandwidth
+    rows = ROOFLINE.from_rows(
+        [{"level": "node", "name": "add", "op_type": "Add", "calls_per_iter": 1.0,
+          "time_ns": 1000.0, "time_share": 1.0, "bytes": 2.0**20, "bound": "memory",
+          "achieved_bytes_per_s": 2e10, "peak_bytes_per_s": 1e10, "efficiency": 2.0}]
+    )  # fmt: skip
+    roof = {"ceilings": {"source": "calibrated"}, "time_share_unknown": 0.0,
+            "time_share_memory_bound": 1.0, "time_share_compute_bound": 0.0}  # fmt: skip
+    kw: dict[str, Any] = {"summary": {}, "iters": None, "ops": None, "roofline": roof}
+    s = gather_signals(**kw, rows=rows, cache_bytes=32 * 2**20)
+    assert s["bandwidth_utilization"].value is None
+    assert "fits in the last-level cache (32 MiB)" in (s["bandwidth_utilization"].missing or "")
+    # cache size unknown (a GPU's published peaks): taken as it is
+    assert gather_signals(**kw, rows=rows)["bandwidth_utilization"].value == 2.0
+
+
+def test_missing_signal_of_a_class_already_ruled_out_is_moot() -> None:
+    # memory-bound is ruled out by its time share (0.3 < 0.5): its missing bandwidth signal
+    # cannot change the answer, so the session is balanced, not unknown
+    v = classify(sigs(**{**MAIN_OK, "bandwidth_utilization": None}))
+    assert v["bottleneck_class"] == "balanced"
+    v = classify(sigs(**{**MAIN_OK, "bandwidth_utilization": None,
+                         "memory_bound_time_share": 0.8}))  # fmt: skip
+    assert v["bottleneck_class"] == "unknown"
+
+
+def test_small_grid_share_counts_workgroups_per_source() -> None:
+    from aaco.analysis.bottleneck import small_grid_share
+    from aaco.session.schema import KERNELS
+
+    def k(source: str, dur: int, grid: tuple[int, int, int], block: tuple[int, int, int]
+          ) -> dict[str, Any]:  # fmt: skip
+        return {"source": source, "name": "k", "start_ns": 0, "end_ns": dur, "dur_ns": dur,
+                "time_is_gpu": True, "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+                "block_x": block[0], "block_y": block[1], "block_z": block[2]}  # fmt: skip
+
+    kernels = KERNELS.from_rows(
+        [
+            # Kineto: grid in blocks: 10 x 2 = 20 blocks < 104 CUs -> small (300 ns)
+            k("kineto", 300, (10, 2, 1), (256, 1, 1)),
+            # rocprof: grid in work-items: 65536 / 256 = 256 workgroups -> not small (100 ns)
+            k("rocprofv3", 100, (65536, 1, 1), (256, 1, 1)),
+            # rocprof: 1000 / 256 -> 4 workgroups (ceil) -> small (100 ns)
+            k("rocprofv3", 100, (1000, 1, 1), (256, 1, 1)),
+        ]
+    )
+    assert small_grid_share(kernels, 104) == (pytest.approx(400 / 500), None)
+    assert small_grid_share(kernels, None)[0] is None
+    assert small_grid_share(None, 104) == (None, "no GPU kernels")

@@ -1,0 +1,252 @@
+"""Roofline rows, node grouping and counter formulas on cases computed by hand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aaco.analysis.roofline import (
+    counter_work,
+    kernel_roofline,
+    node_roofline,
+    roofline_row,
+    roofline_summary,
+)
+from aaco.session.schema import (
+    GRAPH_EDGES,
+    GRAPH_NODES,
+    KERNEL_COUNTERS,
+    KERNELS,
+    OP_COSTS,
+    OPS,
+)
+
+
+@dataclass
+class FakeCeilings:
+    """A ceilings object with round numbers: 2 TFLOP/s float32, 100 GB/s."""
+
+    device: str = "test-device"
+    source: str = "calibrated"
+    bytes_per_s: float | None = 1e11
+    flops_per_s: dict[str, float] = field(default_factory=lambda: {"float32": 2e12})
+
+    def peak_flops(self, dtype: str | None) -> float | None:
+        return self.flops_per_s.get(dtype or "")
+
+
+def row(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "level": "node",
+        "name": "n",
+        "op_type": "MatMul",
+        "dtype": "float32",
+        "calls_per_iter": 1.0,
+        "peak_flops": 2e12,
+        "peak_bytes": 1e11,
+        "source": "calibrated",
+    }
+    base.update(kw)
+    return roofline_row(**base)
+
+
+def test_memory_bound_row_at_its_roof() -> None:
+    # 1 GFLOP and 100 MB in 1 ms: intensity 10 FLOP/B < ridge 2e12 / 1e11 = 20 -> memory;
+    # attainable = min(2e12, 10 x 1e11) = 1e12 = achieved -> efficiency 1, headroom 1
+    r = row(time_ns=1e6, flops=1e9, nbytes=1e8)
+    assert r["intensity"] == 10
+    assert r["ridge_intensity"] == 20
+    assert r["bound"] == "memory"
+    assert r["achieved_flops_per_s"] == pytest.approx(1e12)
+    assert r["achieved_bytes_per_s"] == pytest.approx(1e11)
+    assert r["attainable_flops_per_s"] == pytest.approx(1e12)
+    assert r["efficiency"] == pytest.approx(1.0)
+    assert r["headroom"] == pytest.approx(1.0)
+
+
+def test_compute_bound_row_below_its_roof() -> None:
+    # 1 GFLOP, 10 MB (intensity 100 > 20) in 4 ms: 2.5e11 FLOP/s of 2e12 -> 1/8, headroom 8
+    r = row(time_ns=4e6, flops=1e9, nbytes=1e7)
+    assert r["bound"] == "compute"
+    assert r["attainable_flops_per_s"] == pytest.approx(2e12)
+    assert r["efficiency"] == pytest.approx(0.125)
+    assert r["headroom"] == pytest.approx(8.0)
+
+
+def test_data_movement_and_unknowns() -> None:
+    # a Transpose: 0 FLOPs, 50 MB in 1 ms = 5e10 B/s of 1e11 -> half the bandwidth roof
+    r = row(time_ns=1e6, flops=0.0, nbytes=5e7, op_type="Transpose")
+    assert r["bound"] == "memory"
+    assert r["efficiency"] == pytest.approx(0.5)
+    assert r["headroom"] == pytest.approx(2.0)
+    # no ceilings: nothing invented
+    r = row(time_ns=1e6, flops=1e9, nbytes=1e8, peak_flops=None, peak_bytes=None)
+    assert r["bound"] is None and r["efficiency"] is None and r["ceiling_source"] is None
+    assert r["intensity"] == 10
+    # unknown work
+    r = row(time_ns=1e6, flops=None, nbytes=None)
+    assert r["intensity"] is None and r["bound"] is None and r["achieved_flops_per_s"] is None
+
+
+def _graph() -> tuple[Any, Any]:
+    """a1: x (100 B) + w1 (initializer, 50 B) -> t1 (100 B); a2: t1 -> y (100 B); b: y -> z.
+
+    ORT fused a1 + a2 into node "A": its traffic is x + w1 + y = 250 B (t1 stays inside).
+    """
+    nodes = GRAPH_NODES.from_rows(
+        [
+            {"graph": "original", "node_index": 0, "node_name": "a1", "op_type": "MatMul",
+             "inputs": ["x", "w1"], "outputs": ["t1"]},
+            {"graph": "original", "node_index": 1, "node_name": "a2", "op_type": "Relu",
+             "inputs": ["t1"], "outputs": ["y"]},
+            {"graph": "original", "node_index": 2, "node_name": "b", "op_type": "Transpose",
+             "inputs": ["y"], "outputs": ["z"]},
+        ]
+    )  # fmt: skip
+    edges = GRAPH_EDGES.from_rows(
+        [
+            {"tensor": "x", "producer": None, "consumer": "a1", "kind": "graph_input",
+             "bytes": 100},
+            {"tensor": "w1", "producer": None, "consumer": "a1", "kind": "initializer",
+             "bytes": 50},
+            {"tensor": "t1", "producer": "a1", "consumer": "a2", "kind": "activation",
+             "bytes": 100},
+            {"tensor": "y", "producer": "a2", "consumer": "b", "kind": "activation",
+             "bytes": 100},
+            {"tensor": "z", "producer": "b", "consumer": None, "kind": "graph_output",
+             "bytes": 100},
+        ]
+    )  # fmt: skip
+    return nodes, edges
+
+
+def _costs() -> Any:
+    rows = [
+        ("a1", "MatMul", 1000, 250),
+        ("a2", "Relu", 25, 200),
+        ("b", "Transpose", 0, 200),
+    ]
+    return OP_COSTS.from_rows(
+        [
+            {"node_name": n, "op_type": t, "dtype": "float32", "cost_model": "gemm",
+             "flops": f, "bytes": b, "flops_known": True}
+            for n, t, f, b in rows
+        ]
+    )  # fmt: skip
+
+
+def _ops() -> Any:
+    # iteration 0: A 3000 ns, B 1000 ns; iteration 1: A 5000, B 1000 + a second B call 500
+    rows = [
+        (0, "A", "FusedMatMul", ["a1", "a2"], 3000),
+        (0, "b", "Transpose", None, 1000),
+        (1, "A", "FusedMatMul", ["a1", "a2"], 5000),
+        (1, "b", "Transpose", None, 1000),
+        (1, "b", "Transpose", None, 500),
+    ]
+    return OPS.from_rows(
+        [
+            {"source": "onnxruntime", "iteration": i, "node_name": n, "op_type": t,
+             "original_nodes": o, "start_ns": 0, "dur_ns": d}
+            for i, n, t, o, d in rows
+        ]
+    )  # fmt: skip
+
+
+def test_node_roofline_groups_fused_nodes() -> None:
+    nodes, edges = _graph()
+    t = node_roofline(_ops(), _costs(), nodes, edges, FakeCeilings())
+    got = {r["name"]: r for r in t.to_pylist()}
+    a, b = got["A"], got["b"]
+    # A: median of 3000 and 5000 = 4000 ns; flops 1000 + 25; traffic at the group boundary
+    assert a["time_ns"] == 4000 and a["calls_per_iter"] == 1.0
+    assert a["flops"] == 1025 and a["bytes"] == 250
+    # b: per-iteration sums 1000 and 1500 -> median 1250; 3 calls over 2 iterations
+    assert b["time_ns"] == 1250 and b["calls_per_iter"] == 1.5
+    assert b["flops"] == 0 and b["bytes"] == 300  # 200 B per call x 1.5
+    assert a["time_share"] == pytest.approx(4000 / 5250)
+    assert [r["name"] for r in t.to_pylist()] == ["A", "b"]  # longest first
+    s = roofline_summary(t, FakeCeilings())
+    assert s["time_share_memory_bound"] == pytest.approx(1.0)  # both below the ridge
+    assert s["ceilings"]["source"] == "calibrated"
+    assert len(s["points"]) == 2
+
+
+def test_node_roofline_without_costs_or_ops() -> None:
+    t = node_roofline(_ops(), None, None, None, None)
+    assert all(r["flops"] is None and r["bound"] is None for r in t.to_pylist())
+    assert node_roofline(OPS.empty(), None, None, None, None).num_rows == 0
+
+
+def test_counter_work_mi300_and_mi200() -> None:
+    # MI300: 128 x 10 + 32 x 100 + 64 x (1000 - 10 - 100) + 32 x (500 - 200) + 64 x 200
+    #      = 1280 + 3200 + 56960 + 9600 + 12800 = 83840 B
+    mi300 = {
+        "TCC_BUBBLE_sum": 10, "TCC_EA0_RDREQ_32B_sum": 100, "TCC_EA0_RDREQ_sum": 1000,
+        "TCC_EA0_WRREQ_sum": 500, "TCC_EA0_WRREQ_64B_sum": 200,
+        # VALU F32: 64 x (ADD 10 + MUL 5 + 2 x FMA 20 + TRANS 1) = 64 x 56 = 3584
+        "SQ_INSTS_VALU_ADD_F32": 10, "SQ_INSTS_VALU_MUL_F32": 5, "SQ_INSTS_VALU_FMA_F32": 20,
+        "SQ_INSTS_VALU_TRANS_F32": 1,
+        # MFMA F16: 512 x 100 = 51200
+        "SQ_INSTS_VALU_MFMA_MOPS_F16": 100,
+        # L2: 64 x (300 + 100 + 4) = 25856; LDS: (1000 - 200) x 128 = 102400
+        "TCP_TCC_READ_REQ_sum": 300, "TCP_TCC_WRITE_REQ_sum": 100,
+        "TCP_TCC_ATOMIC_WITH_RET_REQ_sum": 4, "SQ_LDS_IDX_ACTIVE": 1000,
+        "SQ_LDS_BANK_CONFLICT": 200,
+    }  # fmt: skip
+    w = counter_work(mi300)
+    assert w["arch"] == "mi300"
+    assert w["hbm_bytes"] == 83840
+    assert w["flops"] == 3584 + 51200
+    assert w["flops_by_dtype"] == {"float32": 3584, "float16_matrix": 51200}
+    assert w["l2_bytes"] == 25856 and w["lds_bytes"] == 102400
+    # MI200: 32 x 100 + 64 x (1000 - 100) + 64 x 200 + 32 x (500 - 200) = 3200 + 57600 +
+    # 12800 + 9600 = 83200 B
+    mi200 = {
+        "TCC_EA_RDREQ_32B_sum": 100, "TCC_EA_RDREQ_sum": 1000, "TCC_EA_WRREQ_sum": 500,
+        "TCC_EA_WRREQ_64B_sum": 200,
+    }  # fmt: skip
+    w = counter_work(mi200)
+    assert w["arch"] == "mi200" and w["hbm_bytes"] == 83200
+    assert w["flops"] is None and w["l2_bytes"] is None and w["lds_bytes"] is None
+
+
+def test_kernel_roofline_joins_counters_by_dispatch() -> None:
+    kernels = KERNELS.from_rows(
+        [
+            {"source": "rocprofv3", "name": "gemm_k", "start_ns": 0, "end_ns": 1000,
+             "dur_ns": 1000, "time_is_gpu": True, "dispatch_id": 1, "iteration": 0},
+            {"source": "rocprofv3", "name": "gemm_k", "start_ns": 2000, "end_ns": 5000,
+             "dur_ns": 3000, "time_is_gpu": True, "dispatch_id": 2, "iteration": 1},
+        ]
+    )  # fmt: skip
+    counters = KERNEL_COUNTERS.from_rows(
+        [
+            {"source": "rocprofv3", "dispatch_id": d, "kernel_name": "gemm_k", "counter": c,
+             "value": v}
+            for d in (1, 2)
+            for c, v in (("SQ_INSTS_VALU_MFMA_MOPS_F16", 1000.0), ("TCC_EA_RDREQ_sum", 100.0),
+                         ("TCC_EA_RDREQ_32B_sum", 0.0), ("TCC_EA_WRREQ_sum", 10.0),
+                         ("TCC_EA_WRREQ_64B_sum", 10.0))
+        ]
+    )  # fmt: skip
+    ceil = FakeCeilings(flops_per_s={"float16_matrix": 1e15})
+    t, details = kernel_roofline(kernels, counters, ceil)
+    (r,) = t.to_pylist()
+    # per dispatch: 512 x 1000 FLOPs, 64 x 100 + 64 x 10 = 7040 B; two dispatches over two
+    # iterations -> one per iteration; time (1000 + 3000) / 2 = 2000 ns
+    assert r["level"] == "kernel" and r["calls_per_iter"] == 1.0
+    assert r["flops"] == 512_000 and r["bytes"] == 7040 and r["time_ns"] == 2000
+    assert r["dtype"] == "float16_matrix" and r["peak_flops_per_s"] == 1e15
+    assert details[0]["arch"] == "mi200" and details[0]["dispatches"] == 2
+
+
+def test_attributed_gpu_time_replaces_host_launch_time() -> None:
+    # on a GPU EP the profile's 4000 ns for A is the launch; its kernels ran 2000 ns per iter
+    nodes, edges = _graph()
+    t = node_roofline(_ops(), _costs(), nodes, edges, FakeCeilings(), {"A": 2000.0})
+    got = {r["name"]: r for r in t.to_pylist()}
+    assert got["A"]["time_ns"] == 2000 and got["b"]["time_ns"] == 1250
+    assert got["A"]["achieved_flops_per_s"] == pytest.approx(1025 / 2e-6)

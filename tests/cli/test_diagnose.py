@@ -1,0 +1,118 @@
+"""Diagnosis end to end: calibrate, the labeled zoo classified on this CPU, aaco analyze,
+and honest answers for sessions that lack the data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aaco.config import load_registry
+from aaco.session.bundle import Session
+
+# the labeled zoo, as the registry declares it (tests/models/test_zoo.py pins the list)
+ZOO = {
+    name: entry.expected_bottleneck
+    for name, entry in load_registry(None).models.items()
+    if entry.expected_bottleneck
+}
+
+
+def aaco(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = dict(os.environ, NO_COLOR="1", COLUMNS="120", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "aaco", *args], capture_output=True,
+                          text=True, env=e, timeout=300)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A full calibration of this machine in a folder of this module's own."""
+    d = tmp_path_factory.mktemp("calibration")
+    env = {"AACO_CALIBRATION_DIR": str(d)}
+    p = aaco("calibrate", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    return env
+
+
+def test_calibrate_stores_reuses_and_shows(tmp_path: Path) -> None:
+    env = {"AACO_CALIBRATION_DIR": str(tmp_path)}
+    first = aaco("calibrate", "--quick", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    got = json.loads(first.stdout)
+    assert got["reused"] is False and got["source"] == "calibrated"
+    assert got["flops_per_s"]["float32"] > 1e9 and got["bytes_per_s"] > 1e8
+    stored = list(tmp_path.glob("*-cpu.json"))
+    assert [str(p) for p in stored] == [got["path"]]
+    again = aaco("calibrate", "--quick", env=env)
+    assert again.returncode == 0 and "reused the stored calibration" in again.stdout
+    shown = json.loads(aaco("calibrate", "--show", "--json", env=env).stdout)
+    assert [c["path"] for c in shown["calibrations"]] == [got["path"]]
+    bad = aaco("calibrate", "--backend", "cuda", env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("aaco: error: --backend cuda")
+    assert "Traceback" not in bad.stderr
+
+
+def _verdict(root: Path) -> dict[str, Any]:
+    return json.loads((root / "latest" / "metrics" / "bottleneck.json").read_text())
+
+
+@pytest.mark.parametrize("model", sorted(ZOO))
+def test_zoo_workload_is_classified(model: str, calibrated: dict[str, str],
+                                    tmp_path: Path) -> None:  # fmt: skip
+    p = aaco("run", "--model", model, "--report", "none", "-o", str(tmp_path), env=calibrated)
+    assert p.returncode == 0, p.stderr
+    v = _verdict(tmp_path)
+    assert v["bottleneck_class"] == ZOO[model], (v["bottleneck_class"], v["top_evidence"],
+                                                 v["secondary"])  # fmt: skip
+    assert v["confidence"] is not None and 0 < v["confidence"] <= 1
+    assert all(e["holds"] for e in v["top_evidence"] if e["required"])
+    roof = json.loads((tmp_path / "latest" / "metrics" / "roofline.json").read_text())
+    assert roof["ceilings"]["source"] == "calibrated"
+    recs = json.loads((tmp_path / "latest" / "metrics" / "recommendations.json").read_text())
+    assert all(r["gain_ms"] >= 0 and r["action"] for r in recs)
+
+
+def test_session_without_profile_is_unknown(tmp_path: Path) -> None:
+    p = aaco("run", "--model", "mlp", "--iterations", "20", "--no-profile", "--report", "json",
+             "-o", str(tmp_path))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    b = json.loads(p.stdout)["bottleneck"]
+    assert b["bottleneck_class"] == "unknown" and b["confidence"] is None
+    missing = {m["signal"] for m in b["missing_evidence"]}
+    assert {"ops_per_iter", "memory_bound_time_share"} <= missing
+
+
+def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
+    env = {"AACO_CALIBRATION_DIR": str(tmp_path / "cal")}
+    sessions = tmp_path / "s"
+    p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "--report", "none", "-o",
+             str(sessions), env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    roof = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
+    assert roof["ceilings"] is None  # no calibration, no GPU: no ceiling is invented
+    assert _verdict(sessions)["bottleneck_class"] == "unknown"
+    costs = Session.load(sessions / "latest").table("op_costs")
+    assert costs is not None and costs.num_rows == 8  # the work is known without ceilings
+    assert aaco("calibrate", "--quick", env=env).returncode == 0
+    a = aaco("analyze", "--session", str(sessions / "latest"), "--format", "json", env=env)
+    assert a.returncode == 0, a.stderr
+    r = json.loads(a.stdout)
+    assert r["roofline_summary"]["ceilings"]["source"] == "calibrated"
+    assert r["bottleneck"]["bottleneck_class"] == "compute-bound"
+    assert r["roofline"][0]["bound"] == "compute"
+    text = aaco("report", "--session", str(sessions / "latest"), env=env).stdout
+    assert "Bottleneck: compute-bound" in text and "Roofline ceilings: calibrated" in text
+
+
+def test_analyze_refuses_a_failed_run(tmp_path: Path) -> None:
+    p = aaco("run", "--model", "mlp", "--timeout", "0.001", "--report", "none", "-o",
+             str(tmp_path))  # fmt: skip
+    assert p.returncode == 1
+    a = aaco("analyze", "--session", str(tmp_path / "latest"))
+    assert a.returncode == 2 and "nothing to analyze" in a.stderr
+    assert "Traceback" not in a.stderr
