@@ -30,12 +30,33 @@ ENV = {
 def test_device_table_has_the_six_gpus_in_si_units() -> None:
     table = {d["name"]: d for d in load_device_table()}
     assert set(table) == {"MI300X", "MI250X", "MI210", "H200", "H100 SXM", "A100 SXM 80GB"}
-    assert table["MI300X"]["flops_per_s"]["float16_matrix"] == 1307.4e12
-    assert table["MI300X"]["bytes_per_s"] == 5.3e12
-    assert table["H100 SXM"]["flops_per_s"]["bfloat16_matrix"] == 989.4e12
-    assert table["H200"]["bytes_per_s"] == 4.8e12
-    assert table["MI250X"]["flops_per_s"]["float64_matrix"] == 95.7e12
-    assert table["A100 SXM 80GB"]["flops_per_s"]["float16_matrix"] == 312e12
+    # (device, key, value): the vendor figures of the brief, TFLOP/s x 1e12, TB/s x 1e12
+    expected = [
+        ("MI300X", "float64", 81.7e12), ("MI300X", "float64_matrix", 163.4e12),
+        ("MI300X", "float32", 163.4e12), ("MI300X", "float16_matrix", 1307.4e12),
+        ("MI300X", "bfloat16_matrix", 1307.4e12), ("MI300X", "float8_matrix", 2614.9e12),
+        ("MI250X", "float64", 47.9e12), ("MI250X", "float64_matrix", 95.7e12),
+        ("MI250X", "float32", 47.9e12), ("MI250X", "bfloat16_matrix", 383e12),
+        ("MI210", "float64", 22.6e12), ("MI210", "float64_matrix", 45.3e12),
+        ("MI210", "float32", 22.6e12), ("MI210", "float16_matrix", 181e12),
+        ("H100 SXM", "float64", 33.5e12), ("H100 SXM", "float64_matrix", 66.9e12),
+        ("H100 SXM", "float32", 66.9e12), ("H100 SXM", "bfloat16_matrix", 989.4e12),
+        ("H100 SXM", "float8_matrix", 1979e12), ("H200", "float16_matrix", 989.4e12),
+        ("A100 SXM 80GB", "float64", 9.7e12), ("A100 SXM 80GB", "float64_matrix", 19.5e12),
+        ("A100 SXM 80GB", "float32", 19.5e12), ("A100 SXM 80GB", "tfloat32_matrix", 156e12),
+        ("A100 SXM 80GB", "float16_matrix", 312e12), ("A100 SXM 80GB", "int8_matrix", 624e12),
+    ]  # fmt: skip
+    for device, key, value in expected:
+        assert table[device]["peaks"]["flops_per_s"][key] == value, (device, key)
+    bandwidth = {"MI300X": 5.3e12, "MI250X": 3.2e12, "MI210": 1.6e12, "H100 SXM": 3.35e12,
+                 "H200": 4.8e12, "A100 SXM 80GB": 2.039e12}  # fmt: skip
+    memory = {"MI300X": 192e9, "MI250X": 128e9, "MI210": 64e9, "H100 SXM": 80e9,
+              "H200": 141e9, "A100 SXM 80GB": 80e9}  # fmt: skip
+    for device, entry in table.items():
+        assert entry["peaks"]["bytes_per_s"] == bandwidth[device]
+        assert entry["memory_bytes"] == memory[device]
+        assert entry["source"] and entry["vendor"] in ("AMD", "NVIDIA")
+    assert table["MI300X"]["compute_units"] == 304 and table["H100 SXM"]["compute_units"] == 132
 
 
 @pytest.mark.parametrize(
@@ -44,8 +65,10 @@ def test_device_table_has_the_six_gpus_in_si_units() -> None:
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI250X/MI250", "MI250X"),
         ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100", "H100 SXM"),
         ("NVIDIA H200", "H200"),
         ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"),
+        ("MI210", "MI210"),
     ],
 )
 def test_published_ceilings_match_real_names(name: str, device: str) -> None:
@@ -53,8 +76,14 @@ def test_published_ceilings_match_real_names(name: str, device: str) -> None:
     assert c is not None and c.device == device and c.source == "published"
 
 
-def test_unknown_device_has_no_ceiling() -> None:
-    assert published_ceilings("Radeon 780M") is None
+@pytest.mark.parametrize(
+    "name",
+    # other parts with other peaks: no entry may lend them its figures
+    ["Radeon 780M", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA GH200 480GB",
+     "NVIDIA H200 NVL", "NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-40GB", "AMD Instinct MI300A"],
+)  # fmt: skip
+def test_unknown_device_has_no_ceiling(name: str) -> None:
+    assert published_ceilings(name) is None
 
 
 def test_peak_flops_dtype_mapping() -> None:
@@ -79,8 +108,9 @@ def test_store_round_trip_and_precedence(tmp_path: Path, monkeypatch: pytest.Mon
     assert session_ceilings(ENV, "cpu", None) is None
     cal = Ceilings(device="Test CPU", source="calibrated", flops_per_s={"float32": 1e11},
                    bytes_per_s=2e10, fingerprint=fp, backend="cpu")  # fmt: skip
-    path = save_calibration(cal)
-    assert path.parent == tmp_path and load_calibration(fp, "cpu") == cal
+    path = save_calibration(cal, "cpu")
+    assert path == tmp_path / f"{fp}-cpu.json" and load_calibration(fp, "cpu") == cal
+    assert load_calibration(fp, "cuda") is None  # one file per (fingerprint, backend)
     assert session_ceilings(ENV, "cpu", None) == cal
     assert [c for _, c in list_calibrations()] == [cal]
     # another machine (more memory) has another fingerprint: not its calibration

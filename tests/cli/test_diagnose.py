@@ -39,24 +39,6 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
-def test_calibrate_stores_reuses_and_shows(tmp_path: Path) -> None:
-    env = {"AACO_CALIBRATION_DIR": str(tmp_path)}
-    first = aaco("calibrate", "--quick", "--json", env=env)
-    assert first.returncode == 0, first.stderr
-    got = json.loads(first.stdout)
-    assert got["reused"] is False and got["source"] == "calibrated"
-    assert got["flops_per_s"]["float32"] > 1e9 and got["bytes_per_s"] > 1e8
-    stored = list(tmp_path.glob("*-cpu.json"))
-    assert [str(p) for p in stored] == [got["path"]]
-    again = aaco("calibrate", "--quick", env=env)
-    assert again.returncode == 0 and "reused the stored calibration" in again.stdout
-    shown = json.loads(aaco("calibrate", "--show", "--json", env=env).stdout)
-    assert [c["path"] for c in shown["calibrations"]] == [got["path"]]
-    bad = aaco("calibrate", "--backend", "cuda", env=env)
-    assert bad.returncode == 2 and bad.stderr.startswith("aaco: error: --backend cuda")
-    assert "Traceback" not in bad.stderr
-
-
 def _verdict(root: Path) -> dict[str, Any]:
     return json.loads((root / "latest" / "metrics" / "bottleneck.json").read_text())
 

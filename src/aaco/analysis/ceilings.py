@@ -20,7 +20,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -126,7 +126,9 @@ class Ceilings:
 
 
 def load_device_table(path: Path | None = None) -> list[dict[str, Any]]:
-    """The entries of ``configs/devices.yaml`` (or ``path``), each with its ``name``."""
+    """The entries of ``configs/devices.yaml`` (or ``path``), each with its ``name``:
+    ``vendor``, ``match``, ``compute_units``, ``memory_bytes``, ``peaks`` (``flops_per_s``
+    per dtype key, ``bytes_per_s``) and ``source``."""
     if path is None:
         text = resources.files("aaco").joinpath("configs/devices.yaml").read_text()
     else:
@@ -141,11 +143,13 @@ def published_ceilings(
     """Published peaks of the first table entry whose pattern matches ``device_name``."""
     for entry in table if table is not None else load_device_table():
         if any(re.search(p, device_name, re.IGNORECASE) for p in entry.get("match") or []):
+            peaks = entry.get("peaks") or {}
+            bw = peaks.get("bytes_per_s")
             return Ceilings(
                 device=entry["name"],
                 source="published",
-                flops_per_s={k: float(v) for k, v in entry["flops_per_s"].items()},
-                bytes_per_s=float(entry["bytes_per_s"]),
+                flops_per_s={k: float(v) for k, v in (peaks.get("flops_per_s") or {}).items()},
+                bytes_per_s=float(bw) if bw else None,
                 details={
                     "matched": device_name,
                     "citation": entry.get("source"),
@@ -197,8 +201,11 @@ def _file(fingerprint: str, backend: str) -> Path:
     return calibration_dir() / f"{fingerprint}-{backend}.json"
 
 
-def save_calibration(c: Ceilings) -> Path:
-    """Store ``c`` (its ``fingerprint`` and ``backend`` name the file); atomic."""
+def save_calibration(c: Ceilings, backend: str | None = None) -> Path:
+    """Store ``c`` as ``<fingerprint>-<backend>.json`` in :func:`calibration_dir` (atomic
+    write); ``backend`` defaults to ``c.backend`` and, when given, is recorded in the file."""
+    if backend is not None and backend != c.backend:
+        c = replace(c, backend=backend)
     if not c.fingerprint or not c.backend:
         raise ValueError("a calibration needs its fingerprint and backend to be stored")
     path = _file(c.fingerprint, c.backend)
@@ -208,6 +215,7 @@ def save_calibration(c: Ceilings) -> Path:
 
 
 def load_calibration(fingerprint: str, backend: str) -> Ceilings | None:
+    """The calibration stored for this hardware fingerprint and backend, else None."""
     path = _file(fingerprint, backend)
     if not path.is_file():
         return None
@@ -218,6 +226,7 @@ def load_calibration(fingerprint: str, backend: str) -> Ceilings | None:
 
 
 def list_calibrations() -> list[tuple[Path, Ceilings]]:
+    """Every readable stored calibration with its file, sorted by file name."""
     d = calibration_dir()
     out = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:

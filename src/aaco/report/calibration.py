@@ -12,7 +12,7 @@ from rich.text import Text
 from aaco.analysis.ceilings import Ceilings
 from aaco.report.terminal import render_text
 
-__all__ = ["render_calibration", "render_calibrations"]
+__all__ = ["busy_note", "render_calibration", "render_calibrations"]
 
 
 def _g(v: float | None, scale: float) -> str:
@@ -49,7 +49,22 @@ def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableTyp
                 "yes" if x["stable"] else "no",
             )
         parts.append(m)
+    busy = busy_note(c)
+    if busy:
+        parts.append(Text(busy, style="yellow"))
     return parts
+
+
+def busy_note(c: Ceilings, threshold: float = 0.10) -> str | None:
+    """A warning when other processes used at least ``threshold`` of the machine's CPU time
+    while the calibration measured (``details.other_cpu_share``): its figures may be low."""
+    share = c.details.get("other_cpu_share")
+    if share is None or share < threshold:
+        return None
+    return (
+        f"other processes used {100 * share:.0f}% of the CPU time while measuring, so these "
+        "figures may be low; run `aaco calibrate --force` on a quiet machine"
+    )
 
 
 def render_calibration(
