@@ -196,10 +196,6 @@ MIN_SCORE = 0.25
 VALIDITY_CLASSES = ("warmup-instability", "throttling", "frequency-scaling")
 
 
-def _median(a: np.ndarray) -> float | None:
-    return float(np.median(a)) if a.size else None
-
-
 def _measured(iters: pa.Table | None) -> pa.Table | None:
     if iters is None or not iters.num_rows:
         return None

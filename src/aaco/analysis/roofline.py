@@ -316,11 +316,6 @@ _MFMA_DTYPES = {
 }
 
 
-def _c(values: Mapping[str, float], name: str) -> float | None:
-    v = values.get(name)
-    return float(v) if v is not None else None
-
-
 def counter_work(values: Mapping[str, float]) -> dict[str, Any]:
     """FLOPs and bytes of one dispatch from its counters (names with or without ``_sum``).
 
