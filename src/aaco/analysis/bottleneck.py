@@ -332,7 +332,7 @@ def gather_signals(
     first_missing: str | None = "no measured iterations"
     if meas is not None and meas.num_rows >= 5 and p50_ms:
         lat_ms = meas.column("latency_ns").to_numpy().astype(np.float64) / 1e6
-        first_ratio = float(lat_ms[:3].max() / p50_ms)
+        first_ratio = float(np.median(lat_ms[:3]) / p50_ms)
         first_missing = None
     out.append(Signal("first_iter_vs_p50", first_ratio, "x", it_src, first_missing))
     out.append(

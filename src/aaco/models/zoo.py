@@ -5,8 +5,9 @@ construction (``aaco models list`` shows each one's ``expected_bottleneck``).
   few nanoseconds of work and pays a microsecond-scale dispatch (launch-bound).
 - ``zoo_compute``: a chain of large float32 GEMMs, ~90 FLOP per byte, far above any CPU's
   ridge point (compute-bound).
-- ``zoo_memory``: an elementwise chain over 128 MB tensors, 1 FLOP per 8 bytes, far below
-  the ridge point and several times a server CPU's last-level cache (memory-bound).
+- ``zoo_memory``: an elementwise chain over 128 MiB tensors ([8192, 4096] float32), 1 FLOP
+  per 8 bytes, far below the ridge point and several times a server CPU's last-level cache
+  (memory-bound).
 - ``zoo_latency``: one 8x8 Gemm and a Relu: a few hundred FLOPs, so the fixed cost of a
   call is the latency (latency-bound).
 - ``zoo_image``: a small convolutional head on a 224x224 image; run with ``preprocess:
@@ -75,19 +76,23 @@ def zoo_compute(
 
 
 def zoo_memory(
-    *, numel: int = 32 * 1024 * 1024, ops: int = 4, seed: int = 0, dtype: str = "float32"
+    *, rows: int = 8192, cols: int = 4096, ops: int = 4, seed: int = 0, dtype: str = "float32"
 ) -> onnx.ModelProto:
-    """``ops`` elementwise nodes (Add / Mul with a scalar) over a [numel] float32 tensor."""
-    check_int("numel", numel)
+    """``ops`` elementwise nodes (Add / Mul with a scalar) over a [rows, cols] tensor.
+
+    Two-dimensional on purpose: ONNX shape inference propagates the values of 1-D tensors
+    (``data_prop``), which takes seconds per million elements."""
+    check_int("rows", rows)
+    check_int("cols", cols)
     check_int("ops", ops)
     g = GraphBuilder("zoo_memory", seed=seed, dtype=dtype)
-    x = g.input("input", [numel])
+    x = g.input("input", [rows, cols])
     for i in range(ops):
         op = "Add" if i % 2 == 0 else "Mul"
         c = g.filled(f"c{i}", (1,), 0.5 + 0.01 * i)
         x = g.node(op, [x, c], f"/op{i}/{op}", out="output" if i == ops - 1 else None)
-    g.output("output", [numel])
-    return g.build(f"aaco zoo: {ops} elementwise ops over {numel} floats")
+    g.output("output", [rows, cols])
+    return g.build(f"aaco zoo: {ops} elementwise ops over {rows}x{cols} elements")
 
 
 def zoo_latency(*, width: int = 8, seed: int = 0, dtype: str = "float32") -> onnx.ModelProto:
@@ -121,15 +126,16 @@ def zoo_image(
 
 
 def zoo_warmup(
-    *, numel: int = 32 * 1024 * 1024, seed: int = 0, dtype: str = "float32"
+    *, rows: int = 8192, cols: int = 4096, seed: int = 0, dtype: str = "float32"
 ) -> onnx.ModelProto:
-    """input [1] -> Expand to [numel] -> ReduceMax -> [1]: one large buffer written once and
-    read once per run."""
-    check_int("numel", numel)
+    """input [1, 1] -> Expand to [rows, cols] -> ReduceMax -> [1, 1]: one large buffer
+    written once and read once per run (2-D, for the reason given in ``zoo_memory``)."""
+    check_int("rows", rows)
+    check_int("cols", cols)
     g = GraphBuilder("zoo_warmup", seed=seed, dtype=dtype)
-    x = g.input("input", [1])
-    shape = g.const_i64([numel], "/shape/Constant")
+    x = g.input("input", [1, 1])
+    shape = g.const_i64([rows, cols], "/shape/Constant")
     big = g.node("Expand", [x, shape], "/expand/Expand")
     g.node("ReduceMax", [big], "/reduce/ReduceMax", out="output", keepdims=1)
-    g.output("output", [1])
-    return g.build(f"aaco zoo: broadcast to {numel} floats and reduce")
+    g.output("output", [1, 1])
+    return g.build(f"aaco zoo: broadcast to {rows}x{cols} elements and reduce")

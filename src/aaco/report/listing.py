@@ -66,10 +66,12 @@ def render_models_table(
         ("params", "right"),
         ("size", "right"),
         ("inputs", "left"),
-        ("bottleneck", "left"),
+        ("expected bottleneck", "left"),
         ("description", "left"),
     ):
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+        # a class name is never cut: the description column wraps instead
+        no_wrap = col == "expected bottleneck"
+        t.add_column(col, justify=justify, no_wrap=no_wrap)  # type: ignore[arg-type]
     for r in rows:
         params = r.get("parameter_count")
         t.add_row(
