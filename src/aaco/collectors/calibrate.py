@@ -135,10 +135,24 @@ def llc_bytes() -> int | None:
     return best
 
 
-def _ort_matmul(n: int, dtype: type[np.floating[Any]]) -> Callable[[], Any]:
-    """One [n, n] x [n, n] MatMul through ONNX Runtime's CPU provider (default threads)."""
+def _ort_runner(graph: Any, feeds: dict[str, np.ndarray]) -> Callable[[], Any]:
+    """A checked opset-17 model of ``graph`` in an ONNX Runtime CPU session (default
+    threads, quiet), returned as a call that runs it on ``feeds``."""
     import onnx
     import onnxruntime as ort
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return lambda: sess.run(None, feeds)
+
+
+def _ort_matmul(n: int, dtype: type[np.floating[Any]]) -> Callable[[], Any]:
+    """One [n, n] x [n, n] MatMul through ONNX Runtime's CPU provider (default threads)."""
     from onnx import TensorProto, helper
 
     elem = TensorProto.DOUBLE if dtype is np.float64 else TensorProto.FLOAT
@@ -146,24 +160,16 @@ def _ort_matmul(n: int, dtype: type[np.floating[Any]]) -> Callable[[], Any]:
     b = helper.make_tensor_value_info("b", elem, [n, n])
     y = helper.make_tensor_value_info("y", elem, [n, n])
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "gemm", [a, b], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {
         "a": rng.standard_normal((n, n)).astype(dtype),
         "b": rng.standard_normal((n, n)).astype(dtype),
     }
-    return lambda: sess.run(None, feeds)
+    return _ort_runner(graph, feeds)
 
 
 def _ort_add(numel: int) -> Callable[[], Any]:
     """x + 1 over [numel] floats through ONNX Runtime (its multi-threaded elementwise path)."""
-    import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [numel])
@@ -172,14 +178,7 @@ def _ort_add(numel: int) -> Callable[[], Any]:
     graph = helper.make_graph(
         [helper.make_node("Add", ["x", "one"], ["y"])], "add", [x], [y], initializer=[one]
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feeds = {"x": np.ones(numel, dtype=np.float32)}
-    return lambda: sess.run(None, feeds)
+    return _ort_runner(graph, {"x": np.ones(numel, dtype=np.float32)})
 
 
 def _cpu(quick: bool) -> tuple[dict[str, float], float, dict[str, Any]]:
