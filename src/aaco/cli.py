@@ -103,6 +103,13 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 @click.option("--threads", type=int, help="Intra-op threads (0 = onnxruntime default).")
 @click.option("--tag", help="Free text stored with the session.")
 @click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run N sessions in a row, each in a fresh worker (runs to pool in aaco diff).",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(path_type=Path),
@@ -166,6 +173,7 @@ def run(
     duration: float | None,
     threads: int | None,
     tag: str | None,
+    repeat: int,
     output: Path | None,
     no_profile: bool,
     profile_mode: str,
@@ -209,12 +217,14 @@ def run(
         profile_mode=profile_mode,
         preprocess=preprocess,
     )
-    session = run_model(opts)
-    _print_report(session, report_format)
-    sys.stderr.write(f"bundle: {session.path}\n")
-    if session.status != "completed":
-        err = session.error or {}
-        raise RunError(f"run {session.status}: {err.get('message', 'no reason recorded')}")
+    for i in range(repeat):
+        session = run_model(opts)
+        if i == repeat - 1:
+            _print_report(session, report_format)
+        sys.stderr.write(f"bundle: {session.path}\n")
+        if session.status != "completed":
+            err = session.error or {}
+            raise RunError(f"run {session.status}: {err.get('message', 'no reason recorded')}")
 
 
 def _print_report(session: Any, fmt: str) -> None:
@@ -397,6 +407,261 @@ def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
         _out(f"no sessions under {root}")
         return
     _out(render_sessions_table(rows, width=_width(), color=_color()))
+
+
+def _threshold(value: str) -> float:
+    """``5%``, ``5`` (percent) or ``0.05`` (fraction below 1) -> 0.05."""
+    text = value.strip()
+    try:
+        if text.endswith("%"):
+            v = float(text[:-1]) / 100.0
+        else:
+            v = float(text)
+            v = v / 100.0 if v >= 1 else v
+    except ValueError:
+        raise UsageError(
+            f"--threshold {value!r}: expected a percentage such as 5% or 2.5"
+        ) from None
+    if not 0 <= v < 1:
+        raise UsageError(f"--threshold {value!r}: must lie in [0 %, 100 %)")
+    return v
+
+
+def _session_path(session: str, sessions: Path | None) -> Path:
+    return _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
+
+
+@app.command()
+@click.option(
+    "--baseline",
+    "-b",
+    "baselines",
+    required=True,
+    multiple=True,
+    help="Baseline: a bundle path or a saved baseline name (repeat for several runs).",
+)
+@click.option(
+    "--session",
+    "-s",
+    "session_args",
+    multiple=True,
+    help="Bundle to judge (default 'latest'; repeat for several runs of one configuration).",
+)
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root (baselines).")
+@click.option(
+    "--threshold",
+    "-t",
+    default="3%",
+    show_default=True,
+    help="Smallest change that matters; the margin is max(this, the baseline's noise floor).",
+)
+@click.option(
+    "--gate",
+    default="p10",
+    show_default=True,
+    help="Quantiles that gate the verdict, comma-separated (p10,p50,p90,p99); Holm-corrected.",
+)
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["terminal", "json", "markdown"]),
+    default="terminal",
+    show_default=True,
+)
+@click.option(
+    "--allow-model-change", is_flag=True, help="Compare bundles of differently named models."
+)
+@click.option(
+    "--no-history", is_flag=True, help="Ignore the baseline's history (no learned noise floor)."
+)
+def diff(
+    baselines: tuple[str, ...],
+    session_args: tuple[str, ...],
+    sessions: Path | None,
+    threshold: str,
+    gate: str,
+    fmt: str,
+    allow_model_change: bool,
+    no_history: bool,
+) -> int:
+    """Did SESSION regress against BASELINE? Writes regress/diff.json and verdict.json.
+
+    Exit status: 0 no change or improvement, 1 regression, 3 inconclusive, 2 bad input.
+    """
+    from aaco.regress.baseline import resolve
+    from aaco.regress.diff import diff_sessions, write_diff
+    from aaco.report.regress import render_diff_markdown, render_diff_terminal
+    from aaco.session.bundle import Session
+
+    root = _sessions_root(sessions)
+    base: list[Session] = []
+    names: list[str] = []
+    for spec in baselines:
+        found, name = resolve(spec, root)
+        base += found
+        names += [name] if name else []
+    targets = [Session.load(_session_path(s, sessions)) for s in session_args or ("latest",)]
+    gates = [g.strip() for g in gate.split(",") if g.strip()]
+    result = diff_sessions(
+        base,
+        targets,
+        threshold=_threshold(threshold),
+        gates=gates,
+        baseline_name=",".join(names) or None,
+        sessions_root=root if root.is_dir() else None,
+        allow_model_change=allow_model_change,
+        use_history=not no_history,
+    )
+    for target in targets:
+        try:
+            write_diff(target, result)
+        except OSError as exc:
+            raise InputError(f"cannot write into {target.path}: {exc.strerror or exc}") from exc
+    if fmt == "json":
+        _out(json.dumps(result, indent=2))
+    elif fmt == "markdown":
+        _out(render_diff_markdown(result))
+    else:
+        for w in result["verdict"]["warnings"]:
+            if w.startswith(("DIFFERENT", "different")):
+                _err(w)
+        _out(render_diff_terminal(result, width=_width(), color=_color()))
+    code: int = result["verdict"]["exit_code"]
+    return code
+
+
+@app.group("baseline")
+def baseline_app() -> None:
+    """Named baselines to diff against (stored under the sessions root)."""
+
+
+@baseline_app.command("save")
+@click.argument("name")
+@click.option(
+    "--session",
+    "-s",
+    "session_args",
+    multiple=True,
+    help="Bundle, or 'latest' (default); repeat to save several runs of one configuration.",
+)
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--force", is_flag=True, help="Replace a baseline of that name.")
+def baseline_save(
+    name: str, session_args: tuple[str, ...], sessions: Path | None, force: bool
+) -> None:
+    """Save SESSION(s) as baseline NAME."""
+    from aaco.regress.baseline import check_name, save_baseline
+    from aaco.session.bundle import Session
+
+    check_name(name)
+    runs = [Session.load(_session_path(s, sessions)) for s in session_args or ("latest",)]
+    f = save_baseline(_sessions_root(sessions), name, runs, force=force)
+    _out(f"baseline {name} -> {', '.join(s.session_id for s in runs)} ({f})")
+
+
+@baseline_app.command("list")
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def baseline_list(sessions: Path | None, as_json: bool) -> None:
+    """List saved baselines."""
+    from aaco.regress.baseline import list_baselines
+
+    root = _sessions_root(sessions)
+    rows = list_baselines(root)
+    if as_json:
+        _out(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        _out(f"no baselines under {root}")
+        return
+    for r in rows:
+        if "error" in r:
+            _out(f"{r['name']}: {r['error']}")
+            continue
+        lat = r.get("latency_ms") or {}
+        p50 = lat.get("p50")
+        _out(
+            f"{r['name']:<20} {r.get('session_id')}  {(r.get('model') or {}).get('name')} on "
+            f"{(r.get('backend') or {}).get('name')}  p50 "
+            f"{'unknown' if p50 is None else format(p50, '.4g') + ' ms'}  "
+            f"saved {r.get('saved_utc')}" + ("" if r.get("exists") else "  [bundle missing]")
+        )
+
+
+@baseline_app.command("show")
+@click.argument("name")
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+def baseline_show(name: str, sessions: Path | None) -> None:
+    """Show a baseline's record (JSON)."""
+    from aaco.regress.baseline import load_baseline
+
+    _out(json.dumps(load_baseline(_sessions_root(sessions), name), indent=2))
+
+
+@app.command()
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--model", "-m", help="Only this model.")
+@click.option("--backend", help="Only this backend.")
+@click.option("--tag", help="Only sessions with this tag.")
+@click.option("--window", type=int, default=50, show_default=True, help="Change-point window.")
+@click.option(
+    "--max-p", type=float, default=0.001, show_default=True, help="Change-point significance."
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of tables.")
+def history(
+    sessions: Path | None,
+    model: str | None,
+    backend: str | None,
+    tag: str | None,
+    window: int,
+    max_p: float,
+    as_json: bool,
+) -> None:
+    """Sessions of each configuration over time, with detected change points."""
+    from aaco.regress.history import history as build_history
+    from aaco.report.regress import render_history_terminal
+
+    if window < 6:
+        raise UsageError("--window must be at least 6")
+    if not 0 < max_p < 1:
+        raise UsageError("--max-p must lie in (0, 1)")
+    root = _sessions_root(sessions)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such sessions root")
+    groups = build_history(root, model=model, backend=backend, tag=tag, window=window, max_p=max_p)
+    if as_json:
+        _out(json.dumps(groups, indent=2))
+    else:
+        _out(render_history_terminal(groups, width=_width(), color=_color()))
+
+
+@app.command()
+@click.option("--session", "-s", default="latest", show_default=True, help="Bundle, or 'latest'.")
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
+@click.option("--sla", required=True, type=click.Path(path_type=Path), help="YAML file of rules.")
+@click.option("--allow-unknown", is_flag=True, help="A rule whose metric is missing passes.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def check(
+    session: str, sessions: Path | None, sla: Path, allow_unknown: bool, as_json: bool
+) -> int:
+    """Check a session against SLA rules (p99_ms <= 12, throughput >= 200 ...); exit 1 on
+    a violation."""
+    from aaco.regress.sla import check as run_check
+    from aaco.regress.sla import load_rules
+    from aaco.report.regress import render_check_terminal
+    from aaco.session.bundle import Session
+
+    rules = load_rules(sla)
+    s = Session.load(_session_path(session, sessions))
+    if s.status != "completed":
+        raise BundleError(f"{s.path}: the run {s.status}; there is nothing to check")
+    result = run_check(s, rules, allow_unknown=allow_unknown)
+    if as_json:
+        _out(json.dumps(result, indent=2))
+    else:
+        _out(render_check_terminal(result))
+    return 0 if result["passed"] else 1
 
 
 @app.command()

@@ -1,0 +1,326 @@
+"""False alarms and power of ``aaco diff`` on real sessions, side by side with plain Welch.
+
+Builds a chain of ``--layers`` MatMul+Relu layers and variants with extra layers (each extra
+layer adds about 1/layers of the latency: real injected slowdowns), then runs sessions of
+them with ``aaco run`` in an interleaved order (base, variant, base, ...) so that drifts of
+the machine hit every configuration alike. Then:
+
+* A/A: pairs of base sessions (earlier one as baseline) -> the rate of each verdict of
+  AACO's method at each margin in ``--thresholds``, and the rate at which Welch's t-test
+  on raw iterations (p < 0.05 and a slower mean, the original design's rule) calls a
+  regression;
+* A/B: (base, variant) pairs -> the rate at which each method flags REGRESSION.
+
+Each comparison is made once per pair (``compare``, 2 000 resamples, fixed seed) and its
+95 % interval of the p50 ratio is judged against every margin with the interval rule of
+docs/methodology.md. ``--runs-per-side 1,3`` evaluates single sessions (every pair) and
+groups of 3 sessions per side (300 random draws; disjoint groups for A/A), pooled by the
+two-stage bootstrap that ``aaco diff -b B1 -b B2 -b B3 -s S1 -s S2 -s S3`` uses.
+The slowdown of each variant is measured as the ratio of the median of its session medians
+to the base's.
+
+Usage::
+
+    python bench/bench_regress.py [--base-runs 21] [--variant-runs 10] [--iterations 200]
+        [--thresholds 2,2.5,3] [--runs-per-side 1,3] [--threads 1] [--save lat.npz]
+        [--load lat.npz] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from aaco.analysis.compare import (
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    REGRESSION,
+    compare,
+    noise_floor,
+    welch_flags_regression,
+)
+from aaco.regress.diff import measured_latencies
+from aaco.session.bundle import Session
+
+
+def chain_model(path: Path, layers: int, hidden: int, batch: int) -> None:
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    prev = "x"
+    for i in range(layers):
+        w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"matmul_{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu_{i}"))
+        prev = f"r{i}"
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, hidden])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [batch, hidden])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, path)
+
+
+def run_session(model: Path, root: Path, a: argparse.Namespace, tag: str) -> Path:
+    cmd = [
+        sys.executable, "-m", "aaco", "run", "--model", str(model), "--iterations",
+        str(a.iterations), "--warmup", str(a.warmup), "--no-profile", "--report", "none",
+        "--tag", tag, "-o", str(root),
+    ]  # fmt: skip
+    if a.threads is not None:
+        cmd += ["--threads", str(a.threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        sys.exit(f"aaco run failed: {p.stderr.strip()}")
+    return (root / "latest").resolve()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base-runs", type=int, default=21)
+    ap.add_argument("--variant-runs", type=int, default=10)
+    ap.add_argument("--extra-layers", default="1,2,3,4", help="variants: extra layers each")
+    ap.add_argument("--layers", type=int, default=40)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--thresholds", default="2,2.5,3", help="percent, comma-separated: each is evaluated"
+    )
+    ap.add_argument(
+        "--runs-per-side", default="1,3", help="sessions pooled per side, comma-separated"
+    )
+    ap.add_argument("--save", type=Path, help="save every session's latencies (.npz)")
+    ap.add_argument("--load", type=Path, help="analyse saved latencies instead of running")
+    ap.add_argument("--json", type=Path, help="write all figures here")
+    a = ap.parse_args()
+    extras = [int(x) for x in a.extra_layers.split(",") if x]
+    thresholds = [float(x) for x in a.thresholds.split(",") if x]
+    runs_per_side = [int(x) for x in a.runs_per_side.split(",") if x]
+    if a.load:
+        saved = np.load(a.load)
+        sessions = {
+            k: [saved[f"{k}_{i}"] for i in range(int(saved[f"n_{k}"]))] for k in [0, *extras]
+        }
+        run_s = 0.0
+    else:
+        sessions, run_s = _run_all(a, extras)
+    if a.save:
+        arrays = {f"{k}_{i}": x for k, xs in sessions.items() for i, x in enumerate(xs)}
+        arrays |= {f"n_{k}": np.array(len(xs)) for k, xs in sessions.items()}
+        np.savez_compressed(a.save, **arrays)
+    result = analyse(sessions, extras, thresholds, runs_per_side)
+    result["config"] = {k: str(v) for k, v in vars(a).items()}
+    result["machine"] = {"cpus": os.cpu_count()}
+    result["run_seconds"] = run_s
+    report(result)
+    if a.json:
+        a.json.write_text(json.dumps(result, indent=2))
+
+
+def _run_all(
+    a: argparse.Namespace, extras: list[int]
+) -> tuple[dict[int, list[np.ndarray[Any, Any]]], float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "sessions"
+        models = {0: Path(tmp) / "m0" / "chain.onnx"}
+        chain_model(models[0], a.layers, a.hidden, a.batch)
+        for e in extras:
+            models[e] = Path(tmp) / f"m{e}" / "chain.onnx"
+            chain_model(models[e], a.layers + e, a.hidden, a.batch)
+        # interleave: each round runs the base and, while they last, each variant
+        sessions: dict[int, list[np.ndarray[Any, Any]]] = {k: [] for k in models}
+        t0 = time.perf_counter()
+        rounds = max(a.base_runs, a.variant_runs)
+        for r in range(rounds):
+            for k in models:
+                want = a.base_runs if k == 0 else a.variant_runs
+                if len(sessions[k]) < want:
+                    path = run_session(models[k], root, a, f"extra{k}")
+                    sessions[k].append(measured_latencies(Session.load(path)))
+            print(f"round {r + 1}/{rounds} done, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        return sessions, time.perf_counter() - t0
+
+
+def _verdict(ci: tuple[float, float], delta: float) -> str:
+    # the interval rule of docs/methodology.md, applied to the 95 % interval of the p50 ratio
+    lo, hi = ci
+    if lo > 1 + delta:
+        return REGRESSION
+    if hi < 1 - delta:
+        return IMPROVEMENT
+    if lo >= 1 - delta and hi <= 1 + delta:
+        return NO_CHANGE
+    return INCONCLUSIVE
+
+
+def _pairs(
+    n_a: int, n_b: int, k: int, same: bool, rng: np.random.Generator, limit: int
+) -> list[tuple[list[int], list[int]]]:
+    """Groups of k runs per side: every pair when k = 1, else ``limit`` random draws
+    (disjoint groups when both sides come from the same configuration)."""
+    if k == 1:
+        if same:
+            return [([i], [j]) for i, j in itertools.combinations(range(n_a), 2)]
+        return [([i], [j]) for i in range(n_a) for j in range(n_b)]
+    out = []
+    for _ in range(limit):
+        if same:
+            idx = rng.choice(n_a, 2 * k, replace=False)
+            out.append((list(idx[:k]), list(idx[k:])))
+        else:
+            out.append(
+                (list(rng.choice(n_a, k, replace=False)), list(rng.choice(n_b, k, replace=False)))
+            )
+    return out
+
+
+def analyse(
+    sessions: dict[int, list[np.ndarray[Any, Any]]],
+    extras: list[int],
+    thresholds: list[float],
+    runs_per_side: list[int],
+    limit: int = 300,
+) -> dict[str, Any]:
+    base = sessions[0]
+    base_meds = [float(np.median(x)) for x in base]
+    base_med = float(np.median(base_meds))
+    base_p10s = [float(np.percentile(x, 10)) for x in base]
+    result: dict[str, Any] = {
+        "base_p50_ms": base_med,
+        "base_session_p50_spread_pct": (max(base_meds) / min(base_meds) - 1) * 100,
+        "base_session_p50_sd_log_pct": float(np.std(np.log(base_meds), ddof=1) * 100),
+        "slowdowns": {
+            e: float(np.median([np.median(x) for x in sessions[e]]) / base_med - 1) * 100
+            for e in extras
+        },
+        "slowdowns_p10": {
+            e: float(
+                np.median([np.percentile(x, 10) for x in sessions[e]])
+                / np.median([np.percentile(x, 10) for x in base])
+                - 1
+            )
+            * 100
+            for e in extras
+        },
+        "by_runs": {},
+    }
+    t1 = time.perf_counter()
+    n_diffs = 0
+    rng = np.random.default_rng(0)
+    for k in runs_per_side:
+        configs = [(0, True)] + [(e, False) for e in extras]
+        # per configuration and pair: (95 % CI of the p50 ratio, of the p10 ratio, floor)
+        cis: dict[int, list[tuple[Any, ...]]] = {}
+        welch: dict[int, float] = {}
+        for e, same in configs:
+            other = sessions[e]
+            pairs = _pairs(len(base), len(other), k, same, rng, limit)
+            cis[e] = []
+            flags = 0
+            for ia, ib in pairs:
+                a = [base[i] for i in ia]
+                b = [other[j] for j in ib]
+                c = compare(a, b, delta=0.0)
+                # the noise floor a CI job would have learned: the other base sessions
+                used = set(ia) | (set(ib) if same else set())
+                floors = [
+                    noise_floor([float(v) for i, v in enumerate(vals) if i not in used]) or 0.0
+                    for vals in (base_meds, base_p10s)
+                ]
+                cis[e].append((c.metrics["p50"].ci, c.metrics["p10"].ci, *floors))
+                flags += welch_flags_regression(a, b)
+            welch[e] = flags / len(pairs)
+            n_diffs += len(pairs)
+        rows: dict[str, Any] = {}
+        for gate, gi in (("p50", 0), ("p10", 1)):
+            for th in [*thresholds, "history"]:
+
+                def margin(x: tuple[Any, ...], th: Any = th, gi: int = gi) -> float:
+                    return max(0.03, x[2 + gi]) if th == "history" else float(th) / 100
+
+                aa = [_verdict(x[gi], margin(x)) for x in cis[0]]
+                power = {
+                    e: sum(_verdict(x[gi], margin(x)) == REGRESSION for x in cis[e]) / len(cis[e])
+                    for e in extras
+                }
+                detected = [e for e in extras if power[e] >= 0.95]
+                measure = result["slowdowns_p10" if gate == "p10" else "slowdowns"]
+                label = "3 % + learned noise floor" if th == "history" else f"{th:g} %"
+                rows[f"{gate}, margin {label}"] = {
+                    "aa_regression_rate": aa.count(REGRESSION) / len(aa),
+                    "aa_verdicts": {v: aa.count(v) for v in sorted(set(aa))},
+                    "regression_rate": power,
+                    "mean_margin_pct": float(np.mean([margin(x) for x in cis[0]]) * 100),
+                    "smallest_slowdown_detected_95pct": min(
+                        (measure[e] for e in detected), default=None
+                    ),
+                }
+        result["by_runs"][k] = {
+            "aa_pairs": len(cis[0]),
+            "ab_pairs": {e: len(cis[e]) for e in extras},
+            "welch_regression_rate": welch,
+            "by_threshold": rows,
+        }
+    result["analysis_seconds"] = time.perf_counter() - t1
+    result["diffs_per_second"] = n_diffs / result["analysis_seconds"]
+    return result
+
+
+def report(r: dict[str, Any]) -> None:
+    print(
+        f"base p50 {r['base_p50_ms']:.3f} ms; session medians: spread "
+        f"{r['base_session_p50_spread_pct']:.1f} %, "
+        f"sd(log) {r['base_session_p50_sd_log_pct']:.2f} %"
+    )
+    slow = ", ".join(
+        f"+{e} layer(s) {s:+.1f} % (p10 {r['slowdowns_p10'][e]:+.1f} %)"
+        for e, s in r["slowdowns"].items()
+    )
+    print(f"measured slowdowns (p50 of session medians): {slow}")
+    for k, g in r["by_runs"].items():
+        print(f"-- {k} run(s) per side: {g['aa_pairs']} A/A pairs, A/B pairs {g['ab_pairs']}")
+        w = g["welch_regression_rate"]
+        print(
+            "   Welch (p<0.05, slower mean): A/A "
+            + f"{w[0]:.1%}; "
+            + ", ".join(f"{r['slowdowns'][e]:+.1f} %: {w[e]:.1%}" for e in r["slowdowns"])
+        )
+        for th, row in g["by_threshold"].items():
+            ab = ", ".join(
+                f"{r['slowdowns'][e]:+.1f} %: {x:.1%}" for e, x in row["regression_rate"].items()
+            )
+            print(
+                f"   AACO {th} (mean {row['mean_margin_pct']:.1f} %): "
+                f"A/A REGRESSION {row['aa_regression_rate']:.1%} "
+                f"{row['aa_verdicts']}; flagged {ab}; smallest at 95 %: "
+                f"{row['smallest_slowdown_detected_95pct']}"
+            )
+    print(
+        f"runs {r['run_seconds']:.0f} s; analysis {r['analysis_seconds']:.1f} s "
+        f"({r['diffs_per_second']:.0f} diffs/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,498 @@
+"""Two-sample latency comparison for ``aaco diff``: effect sizes, intervals that respect
+autocorrelation, a verdict rule with an equivalence margin, Holm's correction, bimodality.
+
+Pure functions over arrays of per-iteration latencies (measured phase, in run order). The
+method and its sources are written up in docs/methodology.md; in short:
+
+* effect size = ratio of the session's quantile to the baseline's (p50, p90, p99 ...);
+* the interval is a percentile interval from a **circular block bootstrap** (Politis &
+  Romano 1992) of each series separately, with the block length chosen per series by the
+  Politis & White (2004) rule (corrected by Patton, Politis & White 2009), so that runs of
+  correlated iterations are resampled together instead of being treated as independent;
+* the verdict compares the whole interval with an equivalence margin ``delta``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+#: quantiles every comparison estimates; the verdict uses the gating subset
+QUANTILES: dict[str, float] = {
+    "p10": 0.10,
+    "p25": 0.25,
+    "p50": 0.50,
+    "p75": 0.75,
+    "p90": 0.90,
+    "p99": 0.99,
+}
+#: p10 by default: on shared machines interference inflates the upper quantiles, so the
+#: fast end of the distribution measures the code's own cost with the least run-to-run noise
+#: (BENCHMARKS.md §11: session-to-session sd of log p10 1.25 % against 2.9 % for p50)
+DEFAULT_GATES: tuple[str, ...] = ("p10",)
+DEFAULT_ALPHA = 0.05
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 20260524
+MIN_SAMPLES = 10
+
+REGRESSION = "REGRESSION"
+IMPROVEMENT = "IMPROVEMENT"
+NO_CHANGE = "NO CHANGE"
+INCONCLUSIVE = "INCONCLUSIVE"
+
+#: a secondary mode counts only with at least this share of the samples on its side
+BIMODAL_MIN_MASS = 0.10
+#: ... and a valley at most this fraction of the smaller peak's density
+BIMODAL_MAX_VALLEY = 0.70
+
+
+# -- block length ------------------------------------------------------------------------
+def _autocorr(x: np.ndarray[Any, Any], max_lag: int) -> np.ndarray[Any, Any]:
+    """Sample autocorrelations r(0..max_lag) (biased estimator, divides by n)."""
+    n = x.size
+    d = x - x.mean()
+    denom = float(d @ d)
+    if denom == 0.0:
+        out = np.zeros(max_lag + 1)
+        out[0] = 1.0
+        return out
+    # FFT keeps this O(n log n) for long runs.
+    size = 1 << (2 * n - 1).bit_length()
+    f = np.fft.rfft(d, size)
+    acov = np.fft.irfft(f * np.conj(f), size)[: max_lag + 1]
+    result: np.ndarray[Any, Any] = acov / denom
+    return result
+
+
+def block_length(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
+    """Circular-block-bootstrap block length by Politis & White (2004), corrected (2009).
+
+    1 for a series without detectable autocorrelation; never more than n/3.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    n = int(a.size)
+    if n < 8:
+        return 1
+    kn = max(5, math.ceil(math.sqrt(math.log10(n))))
+    m_max = math.ceil(math.sqrt(n)) + kn
+    max_lag = min(n - 1, 2 * m_max + kn)
+    rho = _autocorr(a, max_lag)
+    crit = 2.0 * math.sqrt(math.log10(n) / n)
+    # smallest m after which kn consecutive autocorrelations are insignificant
+    m_hat = max_lag
+    insignificant = np.abs(rho[1:]) < crit
+    for m in range(0, max_lag - kn + 1):
+        if insignificant[m : m + kn].all():
+            m_hat = m
+            break
+    big_m = min(2 * max(m_hat, 1), m_max, max_lag)
+    lags = np.arange(-big_m, big_m + 1)
+    t = np.abs(lags) / big_m
+    lam = np.where(t <= 0.5, 1.0, np.where(t <= 1.0, 2.0 * (1.0 - t), 0.0))
+    d = a - a.mean()
+    acov = rho[np.abs(lags)] * float(d @ d) / n
+    g = float(np.sum(lam * np.abs(lags) * acov))
+    s0 = float(np.sum(lam * acov))
+    d_cb = (4.0 / 3.0) * s0 * s0
+    if d_cb <= 0.0 or g == 0.0:
+        return 1
+    b = (2.0 * g * g / d_cb) ** (1.0 / 3.0) * n ** (1.0 / 3.0)
+    return int(min(max(1, math.ceil(b)), max(1, n // 3)))
+
+
+def _block_resample(
+    x: np.ndarray[Any, Any], resamples: int, rng: np.random.Generator, block: int
+) -> np.ndarray[Any, Any]:
+    """``resamples`` circular block bootstrap resamples of ``x``: shape (B, n)."""
+    n = x.size
+    k = math.ceil(n / block)
+    starts = rng.integers(0, n, size=(resamples, k))
+    idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(resamples, k * block)
+    idx = idx[:, :n] % n
+    out: np.ndarray[Any, Any] = x[idx]
+    return out
+
+
+def block_bootstrap_quantiles(
+    x: np.ndarray[Any, Any],
+    probs: Sequence[float],
+    resamples: int,
+    rng: np.random.Generator,
+    block: int | None = None,
+) -> np.ndarray[Any, Any]:
+    """Quantiles of ``resamples`` circular block bootstrap resamples: shape (len(probs), B)."""
+    b = block_length(x) if block is None else block
+    out: np.ndarray[Any, Any] = np.quantile(_block_resample(x, resamples, rng, b), probs, axis=1)
+    return out
+
+
+def runs_bootstrap_quantiles(
+    runs: Sequence[np.ndarray[Any, Any]],
+    probs: Sequence[float],
+    resamples: int,
+    rng: np.random.Generator,
+    blocks: Sequence[int],
+) -> np.ndarray[Any, Any]:
+    """Two-stage bootstrap of pooled runs: draw runs with replacement, then block-resample
+    each drawn run; quantiles of the pooled values, shape (len(probs), B).
+
+    Drawing whole runs puts the run-to-run variation (a new process, new memory layout, a
+    different neighbour) into the interval; one run reduces to the block bootstrap.
+    """
+    k = len(runs)
+    if k == 1:
+        return block_bootstrap_quantiles(runs[0], probs, resamples, rng, blocks[0])
+    nmax = max(r.size for r in runs)
+    stacked = np.full((k, resamples, nmax), np.nan)
+    for i, r in enumerate(runs):
+        stacked[i, :, : r.size] = _block_resample(r, resamples, rng, blocks[i])
+    pick = rng.integers(0, k, size=(resamples, k))
+    pooled = stacked[pick, np.arange(resamples)[:, None], :].reshape(resamples, k * nmax)
+    if all(r.size == nmax for r in runs):
+        out: np.ndarray[Any, Any] = np.quantile(pooled, probs, axis=1)
+    else:
+        out = np.nanquantile(pooled, probs, axis=1)
+    return out
+
+
+Series = Sequence[float] | np.ndarray[Any, Any]
+
+
+def as_runs(x: Series | Sequence[Series]) -> list[np.ndarray[Any, Any]]:
+    """One series, or a sequence of runs (each a series) -> a list of float arrays."""
+    if isinstance(x, np.ndarray):
+        return [x.astype(np.float64)] if x.ndim == 1 else [np.asarray(r, np.float64) for r in x]
+    items = list(x)
+    if items and all(hasattr(e, "__len__") for e in items):
+        return [np.asarray(e, dtype=np.float64) for e in items]  # type: ignore[arg-type]
+    return [np.asarray(items, dtype=np.float64)]
+
+
+# -- comparison ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetricShift:
+    """One quantile's ratio session/baseline with its bootstrap interval and tests."""
+
+    name: str
+    baseline: float
+    session: float
+    ratio: float
+    ci: tuple[float, float]
+    p_regression: float  # one-sided: P(ratio <= 1 + delta) under the bootstrap distribution
+    p_improvement: float  # one-sided: P(ratio >= 1 - delta)
+    p_equivalence: float  # TOST: max of the two outer tails
+    verdict: str = INCONCLUSIVE
+    p_regression_holm: float | None = None
+
+    @property
+    def delta_pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+    @property
+    def ci_pct(self) -> tuple[float, float]:
+        return ((self.ci[0] - 1.0) * 100.0, (self.ci[1] - 1.0) * 100.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "baseline_ms": self.baseline,
+            "session_ms": self.session,
+            "ratio": self.ratio,
+            "delta_pct": self.delta_pct,
+            "ci_pct": list(self.ci_pct),
+            "p_regression": self.p_regression,
+            "p_regression_holm": self.p_regression_holm,
+            "p_improvement": self.p_improvement,
+            "p_equivalence": self.p_equivalence,
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class Welch:
+    """Welch's unequal-variance t-test on raw iterations, reported for familiarity only:
+    it assumes independent iterations, which timed loops rarely are."""
+
+    mean_ratio: float
+    t: float
+    p_value: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean_ratio": self.mean_ratio, "t": self.t, "p_value": self.p_value}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verdict: str
+    delta: float  # equivalence margin as a fraction (0.02 = 2 %)
+    alpha: float
+    gates: tuple[str, ...]
+    metrics: dict[str, MetricShift]
+    welch: Welch
+    block_lengths: tuple[int, int]
+    n: tuple[int, int]
+    resamples: int
+    seed: int
+    bimodal: tuple[bool, bool]
+    runs: tuple[int, int] = (1, 1)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def primary(self) -> MetricShift:
+        return self.metrics[self.gates[0]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "delta_pct": self.delta * 100.0,
+            "alpha": self.alpha,
+            "gates": list(self.gates),
+            "primary": self.gates[0],
+            "metrics": {k: v.to_json() for k, v in self.metrics.items()},
+            "welch": self.welch.to_json(),
+            "method": {
+                "interval": "circular block bootstrap (runs drawn with replacement first when "
+                "a side has several), percentile interval of the quantile ratio",
+                "block_length": {
+                    "baseline": self.block_lengths[0],
+                    "session": self.block_lengths[1],
+                },
+                "resamples": self.resamples,
+                "seed": self.seed,
+                "confidence_level": 1.0 - self.alpha,
+                "multiple_testing": "Holm" if len(self.gates) > 1 else None,
+            },
+            "samples": {"baseline": self.n[0], "session": self.n[1]},
+            "runs": {"baseline": self.runs[0], "session": self.runs[1]},
+            "bimodal": {"baseline": self.bimodal[0], "session": self.bimodal[1]},
+            "warnings": list(self.warnings),
+        }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm (1979) step-down adjusted p-values, in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _metric_verdict(p_reg: float, p_imp: float, p_eq: float, alpha: float) -> str:
+    # A one-sided p below alpha/2 is the same event as the (1 - alpha) percentile interval
+    # lying wholly beyond the margin, so the rule reads as the interval rule of the docs.
+    if p_reg < alpha / 2:
+        return REGRESSION
+    if p_imp < alpha / 2:
+        return IMPROVEMENT
+    if p_eq < alpha / 2:
+        return NO_CHANGE
+    return INCONCLUSIVE
+
+
+def compare(
+    baseline: Series | Sequence[Series],
+    session: Series | Sequence[Series],
+    *,
+    delta: float,
+    gates: Sequence[str] = DEFAULT_GATES,
+    alpha: float = DEFAULT_ALPHA,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Comparison:
+    """Compare per-iteration latencies (warmup already dropped, run order kept).
+
+    Each side is one run's series or a sequence of runs (separate processes of the same
+    configuration), pooled through :func:`runs_bootstrap_quantiles`. ``delta`` is the
+    equivalence margin as a fraction. Raises ValueError on runs shorter than
+    ``MIN_SAMPLES``, non-finite or non-positive values, or unknown gate names.
+    """
+    runs_a, runs_b = as_runs(baseline), as_runs(session)
+    for label, runs in (("baseline", runs_a), ("session", runs_b)):
+        if not runs:
+            raise ValueError(f"{label} has no runs")
+        for x in runs:
+            if x.size < MIN_SAMPLES:
+                raise ValueError(
+                    f"{label} has a run of {x.size} measured iterations; at least "
+                    f"{MIN_SAMPLES} are needed"
+                )
+            if not np.all(np.isfinite(x)) or np.any(x <= 0):
+                raise ValueError(f"{label} latencies must be finite and positive")
+    a, b = np.concatenate(runs_a), np.concatenate(runs_b)
+    unknown = [g for g in gates if g not in QUANTILES]
+    if unknown or not gates:
+        raise ValueError(f"unknown gate(s) {unknown}; choose from {', '.join(QUANTILES)}")
+    if not 0 <= delta < 1:
+        raise ValueError("delta must be a fraction in [0, 1)")
+    names = list(QUANTILES)
+    probs = [QUANTILES[k] for k in names]
+    rng = np.random.default_rng(seed)
+    blocks_a = [block_length(x) for x in runs_a]
+    blocks_b = [block_length(x) for x in runs_b]
+    la, lb = max(blocks_a), max(blocks_b)
+    qa = runs_bootstrap_quantiles(runs_a, probs, resamples, rng, blocks_a)
+    qb = runs_bootstrap_quantiles(runs_b, probs, resamples, rng, blocks_b)
+    point_a = np.quantile(a, probs)
+    point_b = np.quantile(b, probs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = qb / qa
+    lo_q, hi_q = alpha / 2, 1 - alpha / 2
+    metrics: dict[str, MetricShift] = {}
+    denom = resamples + 1
+    for i, name in enumerate(names):
+        r = ratios[i]
+        p_reg = (1 + int(np.count_nonzero(r <= 1 + delta))) / denom
+        p_imp = (1 + int(np.count_nonzero(r >= 1 - delta))) / denom
+        p_eq = max(
+            (1 + int(np.count_nonzero(r >= 1 + delta))) / denom,
+            (1 + int(np.count_nonzero(r <= 1 - delta))) / denom,
+        )
+        lo, hi = np.quantile(r, [lo_q, hi_q])
+        metrics[name] = MetricShift(
+            name=name,
+            baseline=float(point_a[i]),
+            session=float(point_b[i]),
+            ratio=float(point_b[i] / point_a[i]),
+            ci=(float(lo), float(hi)),
+            p_regression=p_reg,
+            p_improvement=p_imp,
+            p_equivalence=p_eq,
+        )
+    gate_list = tuple(dict.fromkeys(gates))
+    adj_reg = holm([metrics[g].p_regression for g in gate_list])
+    adj_imp = holm([metrics[g].p_improvement for g in gate_list])
+    verdicts: list[str] = []
+    for g, pr, pi in zip(gate_list, adj_reg, adj_imp, strict=True):
+        m = metrics[g]
+        v = _metric_verdict(pr, pi, m.p_equivalence, alpha)
+        verdicts.append(v)
+        metrics[g] = MetricShift(**{**m.__dict__, "verdict": v, "p_regression_holm": pr})
+    if REGRESSION in verdicts:
+        overall = REGRESSION
+    elif all(v == NO_CHANGE for v in verdicts):
+        overall = NO_CHANGE
+    elif IMPROVEMENT in verdicts and all(v in (IMPROVEMENT, NO_CHANGE) for v in verdicts):
+        overall = IMPROVEMENT
+    else:
+        overall = INCONCLUSIVE
+    t = sps.ttest_ind(b, a, equal_var=False)
+    t_stat, p_val = float(t.statistic), float(t.pvalue)
+    if math.isnan(p_val):  # two constant series
+        t_stat, p_val = 0.0, 1.0
+    welch = Welch(mean_ratio=float(b.mean() / a.mean()), t=t_stat, p_value=p_val)
+    bim = (is_bimodal(a), is_bimodal(b))
+    warnings: list[str] = []
+    if any(bim):
+        which = " and ".join(n for n, f in zip(("baseline", "session"), bim, strict=True) if f)
+        warnings.append(
+            f"{which} latencies are bimodal: a single median hides two populations; "
+            "read the quantile shifts (p10..p90) instead"
+        )
+    for label, runs, blocks in (("baseline", runs_a, blocks_a), ("session", runs_b, blocks_b)):
+        for x, bl in zip(runs, blocks, strict=True):
+            if bl > 1 and bl * 10 > x.size:
+                warnings.append(
+                    f"{label} iterations are strongly autocorrelated (block length {bl} of "
+                    f"{x.size}): the interval rests on few independent blocks; run longer"
+                )
+                break
+    return Comparison(
+        verdict=overall,
+        delta=delta,
+        alpha=alpha,
+        gates=gate_list,
+        metrics=metrics,
+        welch=welch,
+        block_lengths=(la, lb),
+        n=(int(a.size), int(b.size)),
+        runs=(len(runs_a), len(runs_b)),
+        resamples=resamples,
+        seed=seed,
+        bimodal=bim,
+        warnings=warnings,
+    )
+
+
+def welch_flags_regression(
+    baseline: Series | Sequence[Series],
+    session: Series | Sequence[Series],
+    alpha: float = DEFAULT_ALPHA,
+) -> bool:
+    """The original design's rule: Welch's t-test p < alpha and a slower mean (runs pooled)."""
+    a = np.concatenate(as_runs(baseline))
+    b = np.concatenate(as_runs(session))
+    t = sps.ttest_ind(b, a, equal_var=False)
+    return bool(float(t.pvalue) < alpha and b.mean() > a.mean())
+
+
+# -- distribution shape ------------------------------------------------------------------
+def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
+    """Number of substantial modes of a Gaussian KDE (Silverman bandwidth) of ``x``.
+
+    A secondary mode counts when at least ``BIMODAL_MIN_MASS`` of the samples lie on its side
+    of the deepest valley and that valley falls to ``BIMODAL_MAX_VALLEY`` of the smaller
+    peak or below; tails and outlier clusters therefore do not count.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    if a.size < 20 or float(a.std()) == 0.0:
+        return 1
+    try:
+        kde = sps.gaussian_kde(a, bw_method="silverman")
+    except (np.linalg.LinAlgError, ValueError):
+        return 1
+    lo, hi = float(a.min()), float(a.max())
+    grid = np.linspace(lo, hi, 512)
+    dens = kde(grid)
+    peaks = [i for i in range(1, grid.size - 1) if dens[i] >= dens[i - 1] and dens[i] > dens[i + 1]]
+    if dens[0] > dens[1]:
+        peaks.insert(0, 0)
+    if dens[-1] > dens[-2]:
+        peaks.append(grid.size - 1)
+    if len(peaks) < 2:
+        return 1
+    sorted_a = np.sort(a)
+    modes = 1
+    current = peaks[0]
+    for nxt in peaks[1:]:
+        valley_i = current + int(np.argmin(dens[current : nxt + 1]))
+        valley = float(dens[valley_i])
+        smaller = min(float(dens[current]), float(dens[nxt]))
+        split = float(grid[valley_i])
+        left = np.searchsorted(sorted_a, split) / a.size
+        if valley <= BIMODAL_MAX_VALLEY * smaller and min(left, 1 - left) >= BIMODAL_MIN_MASS:
+            modes += 1
+            current = nxt
+        elif dens[nxt] > dens[current]:
+            current = nxt
+    return modes
+
+
+def is_bimodal(x: Sequence[float] | np.ndarray[Any, Any]) -> bool:
+    return mode_count(x) >= 2
+
+
+# -- noise floor ---------------------------------------------------------------------------
+NOISE_FLOOR_K = 3.0
+NOISE_FLOOR_MIN_SESSIONS = 5
+MAD_TO_SIGMA = 1.4826
+
+
+def noise_floor(session_values: Sequence[float]) -> float | None:
+    """Relative margin learned from a configuration's past sessions (one value each, the
+    gating quantile): ``exp(3 x 1.4826 x MAD(log values)) - 1``; None under
+    ``NOISE_FLOOR_MIN_SESSIONS``."""
+    m = np.asarray([v for v in session_values if v and v > 0], dtype=np.float64)
+    if m.size < NOISE_FLOOR_MIN_SESSIONS:
+        return None
+    logs = np.log(m)
+    mad = float(np.median(np.abs(logs - np.median(logs))))
+    return float(math.expm1(NOISE_FLOOR_K * MAD_TO_SIGMA * mad))

@@ -1,0 +1,1 @@
+"""regress stage of the AACO pipeline: diffs against baselines, history, SLA checks."""

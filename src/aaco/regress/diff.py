@@ -1,0 +1,621 @@
+"""``aaco diff``: compare a session with a baseline and decide whether it regressed.
+
+Reads both bundles, runs :func:`aaco.analysis.compare.compare` on the measured iterations,
+gathers evidence from whatever both bundles hold, and writes ``regress/diff.json``,
+``regress/verdict.json`` and ``regress/baseline_ref.json`` into the session's bundle.
+The method is described in docs/methodology.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from aaco import __version__
+from aaco.analysis.compare import (
+    DEFAULT_GATES,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    QUANTILES,
+    REGRESSION,
+    Comparison,
+    compare,
+    noise_floor,
+)
+from aaco.analysis.evidence import dict_differences, movers, scalar_delta
+from aaco.errors import BundleError, UsageError
+from aaco.regress.baseline import reference, usable_session
+from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
+
+DIFF_FILE = "regress/diff.json"
+VERDICT_FILE = "regress/verdict.json"
+BASELINE_REF_FILE = "regress/baseline_ref.json"
+DEFAULT_THRESHOLD = 0.03
+HISTORY_WINDOW = 50
+TOP_MOVERS = 10
+
+EXIT_CODES = {NO_CHANGE: 0, IMPROVEMENT: 0, REGRESSION: 1, INCONCLUSIVE: 3}
+
+#: run settings whose change is a candidate cause by itself
+_RUN_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "profile_mode")
+
+_RECOMMEND = {
+    "configuration change": "The runs were configured differently; rerun the baseline with "
+    "the session's settings (or revert them) before blaming the code.",
+    "environment change": "Software or hardware differs between the runs; pin the versions "
+    "listed under environment and compare like with like.",
+    "model change": "The graph itself changed; look at the added/removed operators and the "
+    "top movers for the layers that grew.",
+    "launch-bound": "More kernel launches per iteration: investigate graph partitioning and "
+    "operator fusion, or capture the graph (CUDA/HIP graphs).",
+    "slower kernels": "Kernels themselves got slower: compare the top kernel movers and check "
+    "clocks, data types and kernel selection (tuning databases).",
+    "gpu idle": "The GPU sits idle more often: host-side work or synchronisation grew between "
+    "kernels; see the idle breakdown of both reports.",
+    "throttling": "Clocks were lower during the session: check power and thermal limits and "
+    "pin clocks for benchmarking.",
+    "cpu contention": "Other work competed for the CPU during the session: rerun on a quiet "
+    "machine or pin the benchmark to isolated cores.",
+    "operator": "One operator explains most of the change: profile it alone and compare its "
+    "kernels and shapes between the runs.",
+}
+
+
+def measured_latencies(session: Session) -> np.ndarray[Any, Any]:
+    """Measured-phase latencies in ms, in iteration order (warmup dropped)."""
+    iters = session.iters()
+    if iters is None:
+        raise BundleError(f"{session.path}: no metrics/inference_iters.parquet")
+    measured = iters.filter(pc.equal(iters.column("phase"), "measured")).sort_by("iteration")
+    out: np.ndarray[Any, Any] = measured.column("latency_ns").to_numpy().astype(np.float64) / 1e6
+    if out.size == 0:
+        raise BundleError(f"{session.path}: no measured iterations to compare")
+    return out
+
+
+def config_key(session: Session) -> tuple[Any, ...]:
+    meta = session.meta
+    return (
+        (meta.get("model") or {}).get("name"),
+        (meta.get("backend") or {}).get("name"),
+        (meta.get("run") or {}).get("batch"),
+    )
+
+
+def baseline_history(
+    baseline: Session, quantile: float = 0.5, window: int = HISTORY_WINDOW
+) -> list[float]:
+    """The ``quantile`` of the measured iterations of every completed session of the
+    baseline's configuration and fingerprint in its sessions root, up to and including the
+    baseline (the last ``window``), oldest first."""
+    root = baseline.path.parent.parent
+    key, fp = config_key(baseline), baseline.meta.get("fingerprint")
+    created = str(baseline.meta.get("created_utc") or "")
+    candidates: list[Session] = []
+    for path in iter_sessions(root):
+        try:
+            s = Session.load(path)
+        except BundleError:
+            continue
+        if s.status != "completed" or config_key(s) != key or s.meta.get("fingerprint") != fp:
+            continue
+        if str(s.meta.get("created_utc") or "") > created:
+            continue
+        candidates.append(s)
+    values: list[float] = []
+    for s in candidates[-window:]:
+        try:
+            x = measured_latencies(s)
+        except BundleError:
+            continue
+        values.append(float(np.quantile(x, quantile)))
+    return values
+
+
+# -- evidence ---------------------------------------------------------------------------------
+def _op_times(session: Session) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
+    from aaco.analysis.ops import op_aggregates
+    from aaco.report.model import report_ops
+
+    ops = session.ops()
+    if ops is None or ops.num_rows == 0:
+        return {}, {}, {}
+    ops = report_ops(ops)
+    nodes = op_aggregates(ops, "node_name").select(["node_name", "op_type", "ns_per_iter"])
+    by_node = {r["node_name"]: r["ns_per_iter"] / 1e6 for r in nodes.to_pylist()}
+    kinds = {r["node_name"]: r["op_type"] for r in nodes.to_pylist()}
+    by_type: dict[str, float] = {}
+    for r in op_aggregates(ops, "op_type").to_pylist():
+        by_type[r["op_type"]] = by_type.get(r["op_type"], 0.0) + r["ns_per_iter"] / 1e6
+    return by_node, kinds, by_type
+
+
+def _kernel_times(session: Session) -> tuple[dict[str, float], dict[str, Any]]:
+    from aaco.analysis.timeline import kernel_summary
+    from aaco.ingest import DERIVED_METRICS_FILE
+
+    kernels = session.table("kernels")
+    derived = session.json_file(DERIVED_METRICS_FILE) or {}
+    if kernels is None or kernels.num_rows == 0:
+        return {}, derived
+    iterations = derived.get("iterations")
+    summ = kernel_summary(kernels, by="name").select(["name", "total_ns"]).to_pylist()
+    if not iterations:
+        return {}, derived
+    return {r["name"]: r["total_ns"] / 1e6 / iterations for r in summ}, derived
+
+
+def _mean_kernel_us(session: Session) -> float | None:
+    kernels = session.table("kernels")
+    if kernels is None or kernels.num_rows == 0:
+        return None
+    m = pc.mean(kernels.column("dur_ns")).as_py()
+    return None if m is None else float(m) / 1e3
+
+
+def _num(d: dict[str, Any] | None, *keys: str) -> float | None:
+    v: Any = d
+    for k in keys:
+        if not isinstance(v, dict):
+            return None
+        v = v.get(k)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) -> dict[str, Any]:
+    """Every delta both bundles can support; a ``missing`` list names what they cannot."""
+    sa, sb = baseline.summary or {}, session.summary or {}
+    _, da = _kernel_times(baseline)
+    _, db = _kernel_times(session)
+    ta, tb = sa.get("telemetry") or {}, sb.get("telemetry") or {}
+    pa_, pb_ = sa.get("profile") or {}, sb.get("profile") or {}
+    scalars = {
+        "kernel_launches_per_iteration": scalar_delta(
+            _num(da, "kernels_per_iteration", "mean"),
+            _num(db, "kernels_per_iteration", "mean"),
+            "kernels",
+            "metrics/derived_metrics.json",
+        ),
+        "avg_kernel_duration_us": scalar_delta(
+            _mean_kernel_us(baseline), _mean_kernel_us(session), "us", "profiler/kernels.parquet"
+        ),
+        "gpu_active_ratio": scalar_delta(
+            _num(da, "gpu_active_ratio"),
+            _num(db, "gpu_active_ratio"),
+            "fraction",
+            "metrics/derived_metrics.json",
+        ),
+        "kar": scalar_delta(
+            _num(da, "kar"), _num(db, "kar"), "kernels per node", "metrics/derived_metrics.json"
+        ),
+        "microkernel_pct": scalar_delta(
+            _num(da, "microkernel_pct"),
+            _num(db, "microkernel_pct"),
+            "%",
+            "metrics/derived_metrics.json",
+        ),
+        "operator_time_ms_per_iter": scalar_delta(
+            _num(pa_, "node_ms_per_iter_p50"),
+            _num(pb_, "node_ms_per_iter_p50"),
+            "ms",
+            "profiler/ops.parquet",
+        ),
+        "framework_overhead_ms": scalar_delta(
+            _num(pa_, "ort_internal_overhead_ms"),
+            _num(pb_, "ort_internal_overhead_ms"),
+            "ms",
+            "profiler/ort_runs.parquet",
+        ),
+        "process_cpu_pct": scalar_delta(
+            _num(ta, "proc_cpu_pct_mean"),
+            _num(tb, "proc_cpu_pct_mean"),
+            "%",
+            "telemetry/system_events.parquet",
+        ),
+        "system_cpu_pct": scalar_delta(
+            _num(ta, "sys_cpu_pct_mean"),
+            _num(tb, "sys_cpu_pct_mean"),
+            "%",
+            "telemetry/system_events.parquet",
+        ),
+        "involuntary_ctx_switches_per_s": scalar_delta(
+            _num(ta, "ctx_switches_involuntary_per_s"),
+            _num(tb, "ctx_switches_involuntary_per_s"),
+            "1/s",
+            "telemetry/system_events.parquet",
+        ),
+        "load_1m_max": scalar_delta(
+            _num(ta, "load_1m_max"), _num(tb, "load_1m_max"), "", "telemetry/system_events.parquet"
+        ),
+        "cpu_freq_mhz": scalar_delta(
+            _num(ta, "cpu_freq_mhz_mean"),
+            _num(tb, "cpu_freq_mhz_mean"),
+            "MHz",
+            "telemetry/system_events.parquet",
+        ),
+        "peak_rss_mib": scalar_delta(
+            _mib(_num(ta, "proc_rss_peak_bytes")),
+            _mib(_num(tb, "proc_rss_peak_bytes")),
+            "MiB",
+            "telemetry/system_events.parquet",
+        ),
+    }
+    missing = sorted(k for k, v in scalars.items() if v["delta"] is None)
+    ops_a, kinds_a, types_a = _op_times(baseline)
+    ops_b, kinds_b, types_b = _op_times(session)
+    kern_a, _ = _kernel_times(baseline)
+    kern_b, _ = _kernel_times(session)
+    ops = movers(ops_a, ops_b, top, {**kinds_a, **kinds_b}) if ops_a and ops_b else None
+    op_types = movers(types_a, types_b, top) if types_a and types_b else None
+    kernels = movers(kern_a, kern_b, top) if kern_a and kern_b else None
+    if ops is None:
+        missing.append("operators (an operator profile in both sessions)")
+    if kernels is None:
+        missing.append("kernels (a kernel trace in both sessions)")
+    ba = baseline.json_file("metrics/bottleneck.json") or {}
+    bb = session.json_file("metrics/bottleneck.json") or {}
+    return {
+        "scalars": scalars,
+        "operators": ops,
+        "op_types": op_types,
+        "kernels": kernels,
+        "bottleneck": {
+            "baseline": ba.get("bottleneck_class"),
+            "session": bb.get("bottleneck_class"),
+            "changed": bool(ba and bb and ba.get("bottleneck_class") != bb.get("bottleneck_class")),
+        },
+        "model": _model_changes(baseline, session),
+        "environment": environment_differences(baseline, session),
+        "missing": missing,
+    }
+
+
+def _mib(v: float | None) -> float | None:
+    return None if v is None else v / 2**20
+
+
+def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
+    ma, mb = baseline.model_meta or {}, session.model_meta or {}
+    counts = dict_differences(ma.get("op_type_counts"), mb.get("op_type_counts"))
+    return {
+        "same_file": bool(ma.get("sha256")) and ma.get("sha256") == mb.get("sha256"),
+        "sha256": {"baseline": ma.get("sha256"), "session": mb.get("sha256")},
+        "node_count": scalar_delta(
+            _num(ma, "node_count"), _num(mb, "node_count"), "nodes", "model/model_meta.json"
+        ),
+        "op_type_count_changes": counts,
+    }
+
+
+def environment_differences(baseline: Session, session: Session) -> dict[str, Any]:
+    """Differences that can explain a change: fingerprint, packages, run settings, env."""
+    ea, eb = baseline.env or {}, session.env or {}
+    ra, rb = baseline.meta.get("run") or {}, session.meta.get("run") or {}
+    run = [
+        d
+        for d in dict_differences(
+            {k: ra.get(k) for k in _RUN_KEYS}, {k: rb.get(k) for k in _RUN_KEYS}
+        )
+    ]
+    backend = dict_differences(baseline.meta.get("backend"), session.meta.get("backend"))
+    return {
+        "same_fingerprint": baseline.meta.get("fingerprint") == session.meta.get("fingerprint"),
+        "fingerprint": dict_differences(ea.get("fingerprint_fields"), eb.get("fingerprint_fields")),
+        "packages": dict_differences(ea.get("packages"), eb.get("packages")),
+        "run": run,
+        "backend": backend,
+        "env_vars": dict_differences(ea.get("env_vars"), eb.get("env_vars")),
+        "cpu_governors": dict_differences(
+            {"governors": (ea.get("cpu") or {}).get("governors")},
+            {"governors": (eb.get("cpu") or {}).get("governors")},
+        ),
+        "gpus": dict_differences({"gpus": ea.get("gpus")}, {"gpus": eb.get("gpus")}),
+    }
+
+
+def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[dict[str, Any]]:
+    """Causes the evidence supports, strongest first: each ``{cause, detail}``."""
+    out: list[dict[str, Any]] = []
+    env = evidence["environment"]
+    sc = evidence["scalars"]
+    if env["run"] or env["backend"]:
+        items = [*env["run"], *env["backend"]]
+        out.append({"cause": "configuration change", "detail": _fmt_diffs(items)})
+    software = [*env["packages"], *env["fingerprint"], *env["env_vars"], *env["cpu_governors"]]
+    software += env["gpus"]
+    if software:
+        out.append({"cause": "environment change", "detail": _fmt_diffs(software)})
+    model = evidence["model"]
+    ops = evidence.get("operators") or {}
+    if not model["same_file"] and (model["op_type_count_changes"] or ops.get("added")):
+        n_add, n_rem = len(ops.get("added") or []), len(ops.get("removed") or [])
+        out.append(
+            {
+                "cause": "model change",
+                "detail": f"model file differs; {n_add} operator(s) added, {n_rem} removed",
+            }
+        )
+    launches = sc["kernel_launches_per_iteration"]["delta_pct"]
+    if launches is not None and launches >= 10:
+        out.append(
+            {"cause": "launch-bound", "detail": f"kernel launches per iteration {launches:+.0f} %"}
+        )
+    kdur = sc["avg_kernel_duration_us"]["delta_pct"]
+    if kdur is not None and kdur >= 10:
+        out.append({"cause": "slower kernels", "detail": f"average kernel duration {kdur:+.0f} %"})
+    active = sc["gpu_active_ratio"]["delta"]
+    if active is not None and active <= -0.05:
+        out.append({"cause": "gpu idle", "detail": f"GPU active ratio {active:+.2f}"})
+    freq = sc["cpu_freq_mhz"]["delta_pct"]
+    if freq is not None and freq <= -5:
+        out.append({"cause": "throttling", "detail": f"CPU clock {freq:+.1f} %"})
+    inv = sc["involuntary_ctx_switches_per_s"]
+    load = sc["load_1m_max"]
+    if (
+        inv["delta_pct"] is not None and inv["delta_pct"] >= 100 and (inv["session"] or 0) >= 50
+    ) or (load["delta"] is not None and load["delta"] >= 1.0):
+        parts = []
+        if inv["delta_pct"] is not None:
+            parts.append(f"involuntary context switches {inv['delta_pct']:+.0f} %")
+        if load["delta"] is not None:
+            parts.append(f"1-min load {load['baseline']:.2f} -> {load['session']:.2f}")
+        out.append({"cause": "cpu contention", "detail": ", ".join(parts)})
+    if ops.get("top_movers") and latency_delta_ms:
+        top = ops["top_movers"][0]
+        share = top["delta_ms"] / latency_delta_ms
+        if share >= 0.4 and math.copysign(1, top["delta_ms"]) == math.copysign(1, latency_delta_ms):
+            out.append(
+                {
+                    "cause": "operator",
+                    "detail": f"{top['name']} ({top['kind'] or '?'}) {top['delta_ms']:+.3f} ms "
+                    f"per iteration, {share:.0%} of the latency change",
+                }
+            )
+    return out
+
+
+def _fmt_diffs(items: Sequence[dict[str, Any]], limit: int = 4) -> str:
+    parts = [f"{d['key']}: {_short(d['baseline'])} -> {_short(d['session'])}" for d in items]
+    more = f" (+{len(parts) - limit} more)" if len(parts) > limit else ""
+    return "; ".join(parts[:limit]) + more
+
+
+def _short(v: Any) -> str:
+    s = "unset" if v is None else str(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+# -- verdict ------------------------------------------------------------------------------------
+def severity(verdict: str, delta_pct: float) -> str:
+    """none / low (< 5 %) / medium (< 15 %) / high, for regressions only."""
+    if verdict != REGRESSION:
+        return "none"
+    return "low" if delta_pct < 5 else "medium" if delta_pct < 15 else "high"
+
+
+def confidence(c: Comparison) -> float:
+    """Bootstrap support for the verdict: 1 - the (Holm-adjusted) one-sided p behind it."""
+    gated = [c.metrics[g] for g in c.gates]
+    if c.verdict == REGRESSION:
+        return 1.0 - min(m.p_regression_holm or m.p_regression for m in gated)
+    if c.verdict == IMPROVEMENT:
+        return 1.0 - min(m.p_improvement for m in gated)
+    if c.verdict == NO_CHANGE:
+        return 1.0 - max(m.p_equivalence for m in gated)
+    return 1.0 - min(min(m.p_regression, m.p_improvement, m.p_equivalence) for m in gated)
+
+
+def confidence_label(value: float) -> str:
+    return "high" if value >= 0.99 else "medium" if value >= 0.95 else "low"
+
+
+def _as_list(x: Session | Sequence[Session]) -> list[Session]:
+    return [x] if isinstance(x, Session) else list(x)
+
+
+def diff_sessions(
+    baseline: Session | Sequence[Session],
+    session: Session | Sequence[Session],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    gates: Sequence[str] = DEFAULT_GATES,
+    baseline_name: str | None = None,
+    sessions_root: Path | None = None,
+    allow_model_change: bool = False,
+    use_history: bool = True,
+) -> dict[str, Any]:
+    """The full diff (``regress/diff.json``); its ``verdict`` key is ``regress/verdict.json``.
+
+    Each side is one session or several runs of one configuration (pooled by a two-stage
+    bootstrap, which puts run-to-run variation into the interval). Evidence, references and
+    the noise floor come from the first session of each side.
+    """
+    bases, news = _as_list(baseline), _as_list(session)
+    if not bases or not news:
+        raise UsageError("both sides need at least one session")
+    for s in bases:
+        usable_session(s, "baseline")
+    for s in news:
+        usable_session(s, "session")
+    if {s.path for s in bases} & {s.path for s in news}:
+        raise UsageError("baseline and session are the same bundle")
+    for label, side in (("baseline", bases), ("session", news)):
+        if len({s.path for s in side}) < len(side):
+            raise UsageError(f"the same {label} bundle is given twice")
+        if len({config_key(s) for s in side}) > 1:
+            raise UsageError(
+                f"the {label} runs are of different configurations (model, backend, batch): "
+                + ", ".join(sorted({str(config_key(s)) for s in side}))
+            )
+    first_a, first_b = bases[0], news[0]
+    name_a = (first_a.meta.get("model") or {}).get("name")
+    name_b = (first_b.meta.get("model") or {}).get("name")
+    if name_a != name_b and not allow_model_change:
+        raise UsageError(
+            f"the bundles profile different models ({name_a!r} vs {name_b!r}); "
+            "pass --allow-model-change to compare them anyway"
+        )
+    a = [measured_latencies(s) for s in bases]
+    b = [measured_latencies(s) for s in news]
+    gate_list = list(gates)
+    if gate_list and gate_list[0] not in QUANTILES:
+        raise UsageError(f"unknown gate {gate_list[0]!r}; choose from {', '.join(QUANTILES)}")
+    q = QUANTILES[gate_list[0]] if gate_list else 0.5
+    history = baseline_history(first_a, q) if use_history else []
+    floor = noise_floor(history)
+    delta = max(threshold, floor or 0.0)
+    try:
+        comp = compare(a, b, delta=delta, gates=gates)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    baseline, session = first_a, first_b
+    warnings = list(comp.warnings)
+    evidence = gather_evidence(baseline, session)
+    env = evidence["environment"]
+    if not env["same_fingerprint"]:
+        what = _fmt_diffs(env["fingerprint"], limit=6) or "fingerprints differ"
+        warnings.insert(
+            0,
+            "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT: the runs did not execute on the same "
+            f"machine and software ({what}); the difference may not be the code's",
+        )
+    fps = {x.meta.get("fingerprint") for x in [*bases, *news]}
+    if env["same_fingerprint"] and len(fps) > 1:
+        warnings.insert(
+            0,
+            "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT among the runs of one side "
+            f"({', '.join(sorted(str(f) for f in fps))}); the difference may not be the code's",
+        )
+    ka, kb = config_key(baseline), config_key(session)
+    if ka[1:] != kb[1:]:
+        warnings.insert(0, f"different configuration: backend/batch {ka[1:]} vs {kb[1:]}")
+    if name_a != name_b:
+        warnings.insert(0, f"different models compared: {name_a!r} vs {name_b!r}")
+    prim = comp.primary
+    latency_delta_ms = prim.session - prim.baseline
+    median = comp.metrics["p50"]
+    causes = (
+        candidate_causes(evidence, median.session - median.baseline)
+        if comp.verdict != NO_CHANGE
+        else []
+    )
+    suspected = causes[0]["cause"] if causes else None
+    conf = confidence(comp)
+    lo, hi = prim.ci_pct
+    verdict = {
+        "regression": comp.verdict == REGRESSION,
+        "verdict": comp.verdict,
+        "severity": severity(comp.verdict, prim.delta_pct),
+        "confidence": conf,
+        "confidence_label": confidence_label(conf),
+        "metric": prim.name,
+        "latency_delta_pct": prim.delta_pct,
+        "latency_delta_ms": latency_delta_ms,
+        "median_delta_pct": comp.metrics["p50"].delta_pct,
+        "median_ci_pct": list(comp.metrics["p50"].ci_pct),
+        "ci_pct": [lo, hi],
+        "p_value": _verdict_p(comp),
+        "welch_p_value": comp.welch.p_value,
+        "threshold_pct": threshold * 100.0,
+        "noise_floor_pct": None if floor is None else floor * 100.0,
+        "margin_pct": delta * 100.0,
+        "suspected_cause": suspected,
+        "candidate_causes": causes,
+        "evidence": _headline_evidence(evidence),
+        "recommendation": _RECOMMEND.get(suspected or "")
+        if comp.verdict in (REGRESSION, INCONCLUSIVE)
+        else None,
+        "baseline": {
+            "session_id": baseline.session_id,
+            "name": baseline_name,
+            "runs": [x.session_id for x in bases],
+        },
+        "session": {"session_id": session.session_id, "runs": [x.session_id for x in news]},
+        "warnings": warnings,
+        "exit_code": EXIT_CODES[comp.verdict],
+    }
+    out = {
+        "summary": "",
+        "diff_format_version": 1,
+        "created_utc": utc_now_iso(),
+        "aaco_version": __version__,
+        "verdict": verdict,
+        "comparison": comp.to_json(),
+        "noise_floor": {
+            "history_sessions": len(history),
+            "floor_pct": None if floor is None else floor * 100.0,
+            "quantile": comp.gates[0],
+            "rule": "3 x 1.4826 x MAD of the log gating quantile of past sessions (>= 5)",
+        },
+        "evidence": evidence,
+        "baseline_ref": reference(baseline, sessions_root, baseline_name),
+        "warnings": warnings,
+    }
+    out["summary"] = verdict_line(out)
+    return out
+
+
+def verdict_line(diff: dict[str, Any]) -> str:
+    """``REGRESSION +18.3 % [+15.1, +21.0] p50, high confidence, suspected cause: ...``."""
+    v = diff["verdict"]
+    lo, hi = v["ci_pct"]
+    line = (
+        f"{v['verdict']} {v['latency_delta_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] {v['metric']}, "
+        f"{v['confidence_label']} confidence"
+    )
+    if v["verdict"] in (REGRESSION, INCONCLUSIVE):
+        line += f", suspected cause: {v['suspected_cause'] or 'unknown'}"
+    return line
+
+
+def _verdict_p(c: Comparison) -> float:
+    m = c.primary
+    if c.verdict == IMPROVEMENT:
+        return m.p_improvement
+    if c.verdict == NO_CHANGE:
+        return m.p_equivalence
+    return m.p_regression_holm if m.p_regression_holm is not None else m.p_regression
+
+
+def _headline_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
+    """The design documents' compact ``evidence`` object: the known deltas, in % or units."""
+    out: dict[str, Any] = {}
+    for key, v in evidence["scalars"].items():
+        if v["delta"] is None:
+            continue
+        out[f"{key}_delta_pct" if v["delta_pct"] is not None else f"{key}_delta"] = (
+            v["delta_pct"] if v["delta_pct"] is not None else v["delta"]
+        )
+    ops = evidence.get("operators")
+    if ops and ops["top_movers"]:
+        t = ops["top_movers"][0]
+        out["top_operator_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
+        out["operators_added"] = len(ops["added"])
+        out["operators_removed"] = len(ops["removed"])
+    kernels = evidence.get("kernels")
+    if kernels and kernels["top_movers"]:
+        t = kernels["top_movers"][0]
+        out["top_kernel_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
+        out["kernels_added"] = len(kernels["added"])
+        out["kernels_removed"] = len(kernels["removed"])
+    if evidence["bottleneck"]["changed"]:
+        out["bottleneck_shift"] = [
+            evidence["bottleneck"]["baseline"],
+            evidence["bottleneck"]["session"],
+        ]
+    out["unknown"] = evidence["missing"]
+    return out
+
+
+def write_diff(session: Session, diff: dict[str, Any]) -> None:
+    """Write the three regress/ files into the session's bundle (each atomically)."""
+    root = session.path
+    atomic_write_json(root / DIFF_FILE, diff)
+    atomic_write_json(root / VERDICT_FILE, diff["verdict"])
+    atomic_write_json(root / BASELINE_REF_FILE, diff["baseline_ref"])

@@ -1,0 +1,107 @@
+"""``aaco history``: the sessions of one configuration over time, with change points.
+
+Sessions are grouped by (model, backend, batch, hardware/software fingerprint); within a
+group they are ordered by creation time and change points are searched on the per-session
+log-median and log-p90 (see :mod:`aaco.analysis.changepoint`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from aaco.analysis.changepoint import DEFAULT_MAX_P, DEFAULT_WINDOW, change_points
+from aaco.errors import BundleError
+from aaco.session.bundle import Session, iter_sessions
+
+SERIES = {"p50": "p50_ms", "p90": "p90_ms"}
+
+
+def _row(s: Session) -> dict[str, Any]:
+    meta = s.meta
+    summary = s.summary or {}
+    lat = summary.get("latency_ms") or {}
+    thr = summary.get("throughput") or {}
+    return {
+        "id": s.session_id,
+        "path": str(s.path),
+        "created_utc": meta.get("created_utc"),
+        "model": (meta.get("model") or {}).get("name"),
+        "backend": (meta.get("backend") or {}).get("name"),
+        "batch": (meta.get("run") or {}).get("batch"),
+        "tag": meta.get("tag"),
+        "fingerprint": meta.get("fingerprint"),
+        "p50_ms": lat.get("p50"),
+        "p90_ms": lat.get("p90"),
+        "p99_ms": lat.get("p99"),
+        "iterations": lat.get("count"),
+        "throughput": thr.get("items_per_s"),
+        "iterations_per_s": thr.get("iterations_per_s"),
+    }
+
+
+def history(
+    root: Path,
+    model: str | None = None,
+    backend: str | None = None,
+    tag: str | None = None,
+    window: int = DEFAULT_WINDOW,
+    max_p: float = DEFAULT_MAX_P,
+) -> list[dict[str, Any]]:
+    """One entry per configuration group: its key, session rows and change points."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for path in iter_sessions(root):
+        try:
+            s = Session.load(path)
+        except BundleError:
+            continue
+        if s.status != "completed":
+            continue
+        row = _row(s)
+        if model is not None and row["model"] != model:
+            continue
+        if backend is not None and row["backend"] != backend:
+            continue
+        if tag is not None and row["tag"] != tag:
+            continue
+        if not isinstance(row["p50_ms"], (int, float)) or row["p50_ms"] <= 0:
+            continue
+        key = (row["model"], row["backend"], row["batch"], row["fingerprint"])
+        groups.setdefault(key, []).append(row)
+    out = []
+    for key, rows in groups.items():
+        rows.sort(key=lambda r: (str(r["created_utc"] or ""), r["id"]))
+        cps: list[dict[str, Any]] = []
+        for metric, column in SERIES.items():
+            values = [r[column] for r in rows]
+            if any(not isinstance(v, (int, float)) or v <= 0 for v in values):
+                continue
+            for cp in change_points([math.log(v) for v in values], window, max_p):
+                at = rows[cp.index]
+                cps.append(
+                    {
+                        "metric": metric,
+                        "index": cp.index,
+                        "session_id": at["id"],
+                        "created_utc": at["created_utc"],
+                        "before_ms": math.exp(cp.mean_before),
+                        "after_ms": math.exp(cp.mean_after),
+                        "magnitude_pct": math.expm1(cp.shift) * 100.0,
+                        "p_value": cp.p_value,
+                    }
+                )
+        cps.sort(key=lambda c: (c["index"], c["metric"]))
+        out.append(
+            {
+                "model": key[0],
+                "backend": key[1],
+                "batch": key[2],
+                "fingerprint": key[3],
+                "sessions": rows,
+                "change_points": cps,
+                "method": {"window": window, "max_p": max_p, "series": "log p50, log p90"},
+            }
+        )
+    out.sort(key=lambda g: (str(g["model"]), str(g["backend"]), str(g["fingerprint"])))
+    return out

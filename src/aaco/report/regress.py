@@ -1,0 +1,245 @@
+"""Renderers of ``aaco diff``, ``aaco history`` and ``aaco check`` results.
+
+Each takes the JSON-ready dictionary the regress stage produced and returns text; only the
+CLI prints. Names from traces are untrusted: rich markup is escaped, Markdown table cells
+have their pipes and angle brackets escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from aaco.regress.diff import verdict_line
+from aaco.report.terminal import fmt_ms
+
+
+def _pct(v: float | None, digits: int = 1) -> str:
+    return "unknown" if v is None else f"{v:+.{digits}f} %"
+
+
+def _console(width: int, color: bool) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return (
+        Console(file=buf, width=width, color_system="standard" if color else None, highlight=False),
+        buf,
+    )
+
+
+_STYLE = {
+    "REGRESSION": "bold red",
+    "IMPROVEMENT": "bold green",
+    "NO CHANGE": "bold",
+    "INCONCLUSIVE": "bold yellow",
+}
+
+
+def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    con, buf = _console(width, color)
+    v = diff["verdict"]
+    con.print(f"[{_STYLE.get(v['verdict'], 'bold')}]{escape(verdict_line(diff))}[/]")
+    comp = diff["comparison"]
+    floor = v["noise_floor_pct"]
+    con.print(
+        f"baseline {escape(str(v['baseline']['name'] or v['baseline']['session_id']))} -> "
+        f"session {escape(v['session']['session_id'])}; margin ±{v['margin_pct']:.1f} % "
+        f"(threshold {v['threshold_pct']:.1f} %, noise floor "
+        f"{'unknown' if floor is None else format(floor, '.1f') + ' %'}); "
+        f"Welch p={v['welch_p_value']:.2g} (for reference)"
+    )
+    for w in v["warnings"]:
+        con.print(f"[bold yellow]warning:[/] {escape(w)}")
+    t = Table(title="latency (measured iterations)", title_justify="left")
+    for col in (
+        "metric",
+        "baseline ms",
+        "session ms",
+        "delta",
+        f"{(1 - comp['alpha']):.0%} CI",
+        "gate",
+    ):
+        t.add_column(col, justify="right" if col not in ("metric", "gate") else "left")
+    for name, m in comp["metrics"].items():
+        lo, hi = m["ci_pct"]
+        gate = m["verdict"] if name in comp["gates"] else ""
+        t.add_row(
+            name,
+            fmt_ms(m["baseline_ms"]),
+            fmt_ms(m["session_ms"]),
+            _pct(m["delta_pct"]),
+            f"[{lo:+.1f}, {hi:+.1f}]",
+            gate,
+        )
+    con.print(t)
+    ev = diff["evidence"]
+    et = Table(title="evidence", title_justify="left")
+    for col in ("signal", "baseline", "session", "delta"):
+        et.add_column(col, justify="left" if col == "signal" else "right")
+    for key, s in ev["scalars"].items():
+        if s["delta"] is None:
+            continue
+        d = _pct(s["delta_pct"]) if s["delta_pct"] is not None else f"{s['delta']:+.3g}"
+        et.add_row(
+            f"{key} ({s['unit']})" if s["unit"] else key,
+            f"{s['baseline']:.4g}",
+            f"{s['session']:.4g}",
+            d,
+        )
+    bn = ev["bottleneck"]
+    if bn["baseline"] or bn["session"]:
+        et.add_row(
+            "bottleneck class",
+            str(bn["baseline"] or "unknown"),
+            str(bn["session"] or "unknown"),
+            "changed" if bn["changed"] else "same",
+        )
+    con.print(et)
+    for title, key in (("operators", "operators"), ("kernels", "kernels")):
+        mv = ev.get(key)
+        if not mv or not mv["top_movers"]:
+            continue
+        mt = Table(title=f"top {title} by change (ms per iteration)", title_justify="left")
+        for col in ("name", "status", "baseline", "session", "delta"):
+            mt.add_column(
+                col, justify="left" if col in ("name", "status") else "right", overflow="fold"
+            )
+        for r in mv["top_movers"]:
+            mt.add_row(
+                escape(r["name"]),
+                r["status"],
+                "–" if r["baseline_ms"] is None else fmt_ms(r["baseline_ms"]),
+                "–" if r["session_ms"] is None else fmt_ms(r["session_ms"]),
+                f"{r['delta_ms']:+.4f}",
+            )
+        con.print(mt)
+        if mv["added"] or mv["removed"]:
+            con.print(f"{title}: {len(mv['added'])} added, {len(mv['removed'])} removed")
+    if v["candidate_causes"]:
+        con.print("candidate causes:")
+        for c in v["candidate_causes"]:
+            con.print(f"  - {escape(c['cause'])}: {escape(c['detail'])}")
+    if v["recommendation"]:
+        con.print(f"recommendation: {escape(v['recommendation'])}")
+    if ev["missing"]:
+        con.print(f"unknown (not in both bundles): {escape(', '.join(ev['missing']))}")
+    return buf.getvalue()
+
+
+def _md(text: Any) -> str:
+    return html.escape(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def render_diff_markdown(diff: dict[str, Any]) -> str:
+    """A compact table for a pull-request comment."""
+    v = diff["verdict"]
+    comp = diff["comparison"]
+    icon = {"REGRESSION": "🔴", "IMPROVEMENT": "🟢", "NO CHANGE": "⚪", "INCONCLUSIVE": "🟡"}[
+        v["verdict"]
+    ]
+    lines = [
+        f"### {icon} {_md(verdict_line(diff))}",
+        "",
+        f"Baseline {_md(v['baseline']['name'] or v['baseline']['session_id'])} → session "
+        f"{_md(v['session']['session_id'])}, margin ±{v['margin_pct']:.1f} %, "
+        f"Welch p = {v['welch_p_value']:.2g} (reference only)",
+        "",
+        "| metric | baseline ms | session ms | delta | 95 % CI | gate |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, m in comp["metrics"].items():
+        if name not in ("p10", "p50", "p90", "p99") and name not in comp["gates"]:
+            continue
+        lo, hi = m["ci_pct"]
+        gate = m["verdict"] if name in comp["gates"] else ""
+        lines.append(
+            f"| {name} | {fmt_ms(m['baseline_ms'])} | {fmt_ms(m['session_ms'])} | "
+            f"{_pct(m['delta_pct'])} | [{lo:+.1f}, {hi:+.1f}] | {gate} |"
+        )
+    ops = diff["evidence"].get("operators")
+    if ops and ops["top_movers"]:
+        lines += ["", "| top operator movers | status | delta ms/iter |", "|---|---|---:|"]
+        for r in ops["top_movers"][:5]:
+            lines.append(f"| {_md(r['name'])} | {r['status']} | {r['delta_ms']:+.4f} |")
+    for c in v["candidate_causes"]:
+        lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")
+    for w in v["warnings"]:
+        lines.append(f"- ⚠️ {_md(w)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_history_terminal(
+    groups: list[dict[str, Any]], width: int = 110, color: bool = False
+) -> str:
+    con, buf = _console(width, color)
+    if not groups:
+        con.print("no completed sessions match")
+        return buf.getvalue()
+    for g in groups:
+        cp_at = {c["index"]: c for c in g["change_points"]}
+        con.print(
+            f"[bold]{escape(str(g['model']))}[/] on {escape(str(g['backend']))}, "
+            f"batch {g['batch']}, "
+            f"fingerprint {escape(str(g['fingerprint']))}: {len(g['sessions'])} session(s)"
+        )
+        t = Table()
+        for col in (
+            "#",
+            "session",
+            "created (UTC)",
+            "tag",
+            "p50 ms",
+            "p99 ms",
+            "items/s",
+            "change",
+        ):
+            t.add_column(
+                col, justify="right" if col in ("#", "p50 ms", "p99 ms", "items/s") else "left"
+            )
+        for i, r in enumerate(g["sessions"]):
+            c = cp_at.get(i)
+            mark = f"{c['metric']} {c['magnitude_pct']:+.1f} % (p={c['p_value']:.1g})" if c else ""
+            thr = r["throughput"]
+            t.add_row(
+                str(i),
+                escape(r["id"]),
+                str(r["created_utc"] or ""),
+                escape(str(r["tag"] or "")),
+                fmt_ms(r["p50_ms"]),
+                fmt_ms(r["p99_ms"]),
+                "unknown" if thr is None else f"{thr:.1f}",
+                mark,
+            )
+        con.print(t)
+        if g["change_points"]:
+            for c in g["change_points"]:
+                con.print(
+                    f"change point ({c['metric']}) at #{c['index']} {escape(c['session_id'])}: "
+                    f"{c['before_ms']:.4g} -> {c['after_ms']:.4g} ms "
+                    f"({c['magnitude_pct']:+.1f} %), p={c['p_value']:.2g}"
+                )
+        else:
+            con.print(
+                f"no change points (window {g['method']['window']}, p < {g['method']['max_p']:g})"
+            )
+    return buf.getvalue()
+
+
+def render_check_terminal(result: dict[str, Any]) -> str:
+    lines = []
+    for r in result["results"]:
+        value = (
+            "unknown"
+            if r["value"] is None
+            else f"{r['value']:.4g}{(' ' + r['unit']) if r['unit'] else ''}"
+        )
+        lines.append(f"{r['status'].upper():7} {r['rule']}  (value {value})")
+    lines.append(
+        f"SLA {'met' if result['passed'] else 'VIOLATED'}: "
+        f"{len(result['results']) - result['failed']}/{len(result['results'])} rule(s) pass"
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,75 @@
+"""`aaco history`: grouping, listing and a step injected into a history of sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tests.cli.test_cli import aaco, assert_one_line_error
+from tests.regress.conftest import Sessions, derived_session
+
+from aaco.regress.history import history
+
+
+def _history(tmp_path: Path, source: Path, levels: list[float]) -> Path:
+    rng = np.random.default_rng(0)
+    root = tmp_path / "sessions"
+    for i, level in enumerate(levels):
+        derived_session(
+            source, root, f"20260102_{i // 60:02d}{i % 60:02d}00_{i:06x}",
+            rng.normal(level, level * 0.02, 100),
+            created_utc=f"2026-01-02T{i // 60:02d}:{i % 60:02d}:00.000Z",
+        )  # fmt: skip
+    return root
+
+
+def test_injected_step_is_found_where_it_was_put(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(3)
+    # 30 sessions whose medians wander by ~0.5 %, then a 10 % slowdown from session 18 on
+    levels = list(2.0 * np.exp(rng.normal(0, 0.005, 30)))
+    levels[18:] = [v * 1.10 for v in levels[18:]]
+    root = _history(tmp_path, regress_sessions.base, levels)
+    groups = history(root)
+    assert len(groups) == 1
+    g = groups[0]
+    assert len(g["sessions"]) == 30
+    p50 = [c for c in g["change_points"] if c["metric"] == "p50"]
+    assert [c["index"] for c in p50] == [18]
+    assert p50[0]["session_id"] == g["sessions"][18]["id"]
+    assert 7 < p50[0]["magnitude_pct"] < 13 and p50[0]["p_value"] < 0.001
+
+    proc = aaco("history", "--sessions", str(root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [c["index"] for c in data[0]["change_points"] if c["metric"] == "p50"] == [18]
+    text = aaco("history", "--sessions", str(root)).stdout
+    assert "change point (p50) at #18" in text
+
+
+def test_flat_history_has_no_change_points_and_filters_work(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(4)
+    root = _history(tmp_path, regress_sessions.base, list(2.0 * np.exp(rng.normal(0, 0.01, 25))))
+    g = history(root)[0]
+    assert g["change_points"] == []
+    assert history(root, model="nosuchmodel") == []
+    assert history(root, backend="cpu")[0]["backend"] == "cpu"
+    assert history(root, tag="nosuchtag") == []
+    assert "no change points" in aaco("history", "--sessions", str(root)).stdout
+
+
+def test_real_sessions_are_grouped_by_configuration(regress_sessions: Sessions) -> None:
+    groups = history(regress_sessions.root)
+    assert sum(len(g["sessions"]) for g in groups) == 3
+    assert all(g["fingerprint"] for g in groups)
+
+
+def test_history_bad_input(tmp_path: Path) -> None:
+    assert_one_line_error(aaco("history", "--sessions", str(tmp_path / "none")), 2, "no such")
+    assert_one_line_error(
+        aaco("history", "--sessions", str(tmp_path), "--window", "2"), 2, "window"
+    )
