@@ -592,18 +592,13 @@ def _headline_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
         out[f"{key}_delta_pct" if v["delta_pct"] is not None else f"{key}_delta"] = (
             v["delta_pct"] if v["delta_pct"] is not None else v["delta"]
         )
-    ops = evidence.get("operators")
-    if ops and ops["top_movers"]:
-        t = ops["top_movers"][0]
-        out["top_operator_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
-        out["operators_added"] = len(ops["added"])
-        out["operators_removed"] = len(ops["removed"])
-    kernels = evidence.get("kernels")
-    if kernels and kernels["top_movers"]:
-        t = kernels["top_movers"][0]
-        out["top_kernel_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
-        out["kernels_added"] = len(kernels["added"])
-        out["kernels_removed"] = len(kernels["removed"])
+    for key, singular in (("operators", "operator"), ("kernels", "kernel")):
+        mv = evidence.get(key)
+        if mv and mv["top_movers"]:
+            t = mv["top_movers"][0]
+            out[f"top_{singular}_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
+            out[f"{key}_added"] = len(mv["added"])
+            out[f"{key}_removed"] = len(mv["removed"])
     if evidence["bottleneck"]["changed"]:
         out["bottleneck_shift"] = [
             evidence["bottleneck"]["baseline"],

@@ -14,31 +14,9 @@ from typing import Any
 from aaco.analysis.changepoint import DEFAULT_MAX_P, DEFAULT_WINDOW, change_points
 from aaco.errors import BundleError
 from aaco.session.bundle import Session, iter_sessions
+from aaco.session.catalog import session_row
 
 SERIES = {"p50": "p50_ms", "p90": "p90_ms"}
-
-
-def _row(s: Session) -> dict[str, Any]:
-    meta = s.meta
-    summary = s.summary or {}
-    lat = summary.get("latency_ms") or {}
-    thr = summary.get("throughput") or {}
-    return {
-        "id": s.session_id,
-        "path": str(s.path),
-        "created_utc": meta.get("created_utc"),
-        "model": (meta.get("model") or {}).get("name"),
-        "backend": (meta.get("backend") or {}).get("name"),
-        "batch": (meta.get("run") or {}).get("batch"),
-        "tag": meta.get("tag"),
-        "fingerprint": meta.get("fingerprint"),
-        "p50_ms": lat.get("p50"),
-        "p90_ms": lat.get("p90"),
-        "p99_ms": lat.get("p99"),
-        "iterations": lat.get("count"),
-        "throughput": thr.get("items_per_s"),
-        "iterations_per_s": thr.get("iterations_per_s"),
-    }
 
 
 def history(
@@ -58,7 +36,7 @@ def history(
             continue
         if s.status != "completed":
             continue
-        row = _row(s)
+        row = session_row(s)
         if model is not None and row["model"] != model:
             continue
         if backend is not None and row["backend"] != backend:

@@ -25,8 +25,11 @@ def session_row(session: Session) -> dict[str, Any]:
         "tag": meta.get("tag"),
         "status": session.status,
         "p50_ms": lat.get("p50"),
+        "p90_ms": lat.get("p90"),
         "p99_ms": lat.get("p99"),
+        "iterations": lat.get("count"),
         "throughput": thr.get("items_per_s"),
+        "iterations_per_s": thr.get("iterations_per_s"),
         "fingerprint": meta.get("fingerprint"),
     }
 
