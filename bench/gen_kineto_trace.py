@@ -96,10 +96,12 @@ def _kernel_args(ext: int, corr: int, stream: int, regs: int, shared: int, grid:
     )
 
 
-def generate(path: Path, events: int = 216_000, seed: int = 0, compress: bool = False) -> int:
+def generate(
+    path: Path, events: int = 216_000, seed: int = 0, compress: bool = False, layers: int = LAYERS
+) -> int:
     """Write the trace; returns the number of events written (close to ``events``)."""
     rng = random.Random(seed)
-    steps = max(1, round(events / (EVENTS_PER_STEP + LAYERS * EVENTS_PER_LAYER)))
+    steps = max(1, round(events / (EVENTS_PER_STEP + layers * EVENTS_PER_LAYER)))
     out: list[str] = []
     ext = 0
     corr = 0
@@ -157,7 +159,7 @@ def generate(path: Path, events: int = 216_000, seed: int = 0, compress: bool = 
         gpu_step_start = gpu_t
         gpu_t += 12.5
         t += 32.0
-        for layer in range(LAYERS):
+        for layer in range(layers):
             stream = STREAMS[layer % 2]
             lin_ext = ext + 1
             t_ext = ext + 2
@@ -363,8 +365,9 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=216_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gzip", action="store_true")
+    ap.add_argument("--layers", type=int, default=LAYERS, help="layers per step (2 ops each)")
     a = ap.parse_args()
-    n = generate(a.out, a.events, a.seed, a.gzip)
+    n = generate(a.out, a.events, a.seed, a.gzip, a.layers)
     print(f"wrote {a.out}: {n} events")
 
 

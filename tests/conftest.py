@@ -7,6 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.sessions_fixtures import regress_sessions, web_root
+
+__all__ = [
+    "regress_sessions",
+    "web_root",
+]  # real sessions shared by the regress, report and web tests
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -252,28 +252,36 @@ def _print_report(session: Any, fmt: str) -> None:
     "--format",
     "-f",
     "fmt",
-    type=click.Choice(["terminal", "json"]),
+    type=click.Choice(["terminal", "json", "html"]),
     default="terminal",
     show_default=True,
 )
 @click.option(
-    "--output", "-o", type=click.Path(path_type=Path), help="Write to this file instead of stdout."
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Write to this file instead of stdout (html: default report.html in the bundle).",
 )
 @click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root for 'latest'.")
 def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -> None:
-    """Show a session's report in the terminal or as JSON."""
+    """Show a session's report in the terminal, as JSON, or as one self-contained HTML file."""
     from aaco.report.base import Renderer
+    from aaco.report.html import HtmlRenderer
     from aaco.report.json import JsonRenderer
     from aaco.report.terminal import TerminalRenderer
     from aaco.session.bundle import Session, atomic_write_bytes
 
     path = _sessions_root(sessions) / "latest" if session == "latest" else Path(session)
     s = Session.load(path)
-    renderer: Renderer = (
-        JsonRenderer()
-        if fmt == "json"
-        else TerminalRenderer(width=_width(), color=output is None and _color())
-    )
+    renderer: Renderer
+    if fmt == "json":
+        renderer = JsonRenderer()
+    elif fmt == "html":
+        renderer = HtmlRenderer()
+        if output is None:
+            output = s.path / "report" / "report.html"
+    else:
+        renderer = TerminalRenderer(width=_width(), color=output is None and _color())
     try:
         text = renderer.render(s)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
@@ -662,6 +670,51 @@ def check(
     else:
         _out(render_check_terminal(result))
     return 0 if result["passed"] else 1
+
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _serve(host: str, port: int, sessions: Path | None, token: str | None, what: str) -> None:
+    try:
+        import uvicorn
+
+        from aaco.web.app import create_app
+    except ImportError:
+        raise UsageError(
+            f"aaco {what} needs FastAPI and uvicorn: pip install 'aaco[web]'"
+        ) from None
+    token = token or os.environ.get("AACO_TOKEN") or None
+    if host not in _LOCAL_HOSTS and not token:
+        raise UsageError(
+            f"binding to {host} exposes the sessions beyond this machine: "
+            "give --token (or $AACO_TOKEN)"
+        )
+    root = _sessions_root(sessions)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such sessions root")
+    sys.stderr.write(f"aaco {what}: http://{host}:{port}/ over {root.resolve()}\n")
+    uvicorn.run(create_app(root, token=token), host=host, port=port, log_level="warning")
+
+
+@app.command()
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--token", help="Bearer token every route requires (needed beyond localhost).")
+def serve(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+    """REST API over a sessions root (FastAPI; schema at /openapi.json)."""
+    _serve(host, port, sessions, token, "serve")
+
+
+@app.command()
+@click.option("--sessions", type=click.Path(path_type=Path), help="Sessions root.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8501, show_default=True)
+@click.option("--token", help="Token required beyond localhost (open /?token=... once).")
+def dashboard(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+    """Web dashboard: sessions with filters, reports, comparisons, history (same app as serve)."""
+    _serve(host, port, sessions, token, "dashboard")
 
 
 @app.command()

@@ -215,13 +215,20 @@ def _ceilings(env: dict[str, Any] | None, backend: str) -> Any:
 
 
 def write_reports(bundle: Path) -> None:
-    """Refresh the bundle's rendered reports (report/): JSON and plain-text terminal."""
+    """Refresh the bundle's rendered reports (report/): JSON, plain-text terminal, HTML."""
+    from aaco.report.base import Renderer
+    from aaco.report.html import HtmlRenderer
     from aaco.report.json import JsonRenderer
     from aaco.report.terminal import TerminalRenderer
     from aaco.session.bundle import atomic_write_bytes
 
     session = Session.load(bundle)
-    for renderer in (JsonRenderer(), TerminalRenderer(color=False)):
+    renderers: tuple[Renderer, ...] = (
+        JsonRenderer(),
+        TerminalRenderer(color=False),
+        HtmlRenderer(),
+    )
+    for renderer in renderers:
         target = bundle / "report" / f"report{renderer.output_file_extension}"
         try:
             atomic_write_bytes(target, renderer.render(session).encode())

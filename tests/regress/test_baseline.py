@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from tests.cli.test_cli import aaco, assert_one_line_error
-from tests.regress.conftest import Sessions
+from tests.sessions_fixtures import Sessions
 
 from aaco.session.bundle import Session
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.cli.test_cli import aaco, assert_one_line_error
-from tests.regress.conftest import Sessions, derived_session
+from tests.sessions_fixtures import Sessions, derived_session
 
 from aaco.errors import BundleError, UsageError
 from aaco.regress.diff import diff_sessions

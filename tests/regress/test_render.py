@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from tests.regress.conftest import Sessions
+from tests.sessions_fixtures import Sessions
 
 from aaco.regress.diff import diff_sessions, verdict_line
 from aaco.report.regress import render_diff_markdown, render_diff_terminal

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from tests.cli.test_cli import aaco, assert_one_line_error
-from tests.regress.conftest import Sessions
+from tests.sessions_fixtures import Sessions
 
 from aaco.errors import UsageError
 from aaco.regress.sla import check, load_rules, parse_rule

@@ -97,3 +97,38 @@ def derived_session(
         meta["created_utc"] = created_utc
     (dst / "session.json").write_text(json.dumps(meta))
     return dst
+
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="session")
+def web_root(regress_sessions: Sessions, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sessions root for the report and web tests: the regress sessions, plus a real run of
+    a model whose node is named ``<script>alert(1)</script>``, tagged with markup too."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    tmp = tmp_path_factory.mktemp("web")
+    root = tmp / "sessions"
+    shutil.copytree(regress_sessions.root, root, symlinks=True)
+    w = numpy_helper.from_array(np.eye(16, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name=HOSTILE),
+            helper.make_node("Relu", ["h"], ["y"], name="relu & <b>bold</b>"),
+        ],
+        "hostile",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    path = tmp / "hostile.onnx"
+    onnx.save(model, str(path))
+    proc = aaco(
+        "run", "--model", str(path), "--warmup", "3", "--iterations", "30",
+        "--profile-iterations", "3", "--report", "none", "--tag", HOSTILE, "-o", str(root),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return root

@@ -1,0 +1,320 @@
+"""The HTML renderer: one self-contained file (inline CSS, inline SVG charts, a few lines of
+inline script), readable offline, every untrusted string escaped.
+
+The page is built from the same report model as the JSON and terminal reports
+(:func:`aaco.report.model.build_report`) plus the bundle's tables for the charts. Each
+section appears only when its data exists; otherwise one line says what is missing.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import jinja2
+import numpy as np
+import pyarrow.compute as pc
+from markupsafe import Markup
+
+from aaco import __version__
+from aaco.report import svg
+from aaco.report.base import Renderer
+from aaco.report.model import build_report, report_ops
+from aaco.session.bundle import Session
+
+TOP_BARS = 15
+ICICLE_OPS = 12
+ICICLE_KERNELS = 4
+
+
+def _env() -> jinja2.Environment:
+    loader = jinja2.FunctionLoader(
+        lambda name: resources.files("aaco.report").joinpath("templates").joinpath(name).read_text()
+    )
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["ms"] = _ms
+    env.filters["pct"] = lambda v, d=1: "unknown" if v is None else f"{v:.{d}f} %"
+    env.filters["num"] = lambda v, d=3: "unknown" if v is None else f"{v:.{d}g}"
+    return env
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "unknown"
+    return f"{v:.1f}" if v >= 100 else f"{v:.3f}" if v >= 1 else f"{v:.4f}"
+
+
+def _top_with_other(items: list[tuple[str, float, str]], n: int) -> list[tuple[str, float, str]]:
+    items = sorted(items, key=lambda t: -t[1])
+    if len(items) <= n:
+        return items
+    rest = items[n:]
+    other = sum(v for _, v, _ in rest)
+    return [*items[:n], (f"other ({len(rest)})", other, "")]
+
+
+def _iterations(session: Session) -> dict[str, Any] | None:
+    iters = session.iters()
+    if iters is None or iters.num_rows == 0:
+        return None
+    t = iters.sort_by([("start_ns", "ascending")])
+    phase = t.column("phase").to_pylist()
+    start = t.column("start_ns").to_numpy().astype(np.float64)
+    lat = t.column("latency_ns").to_numpy().astype(np.float64) / 1e6
+    measured = [i for i, p in enumerate(phase) if p == "measured"]
+    warm = [i for i, p in enumerate(phase) if p == "warmup"]
+    t0 = float(start[0])
+    xs = ((start - t0) / 1e9).tolist()
+    shade = []
+    if warm:
+        shade.append((xs[warm[0]], xs[warm[-1]] + lat[warm[-1]] / 1e3, "warmup"))
+    return {
+        "t0_ns": t0,
+        "xs": xs,
+        "lat": lat.tolist(),
+        "measured": [float(lat[i]) for i in measured],
+        "shade": shade,
+        "x_range": (0.0, max(xs[-1] + lat[-1] / 1e3, 1e-6)),
+    }
+
+
+def _telemetry_series(
+    session: Session, t0_ns: float
+) -> list[tuple[str, str, list[float], list[float]]]:
+    ev = session.system_events()
+    if ev is None or ev.num_rows < 2:
+        return []
+    ts = (ev.column("ts_ns").to_numpy().astype(np.float64) - t0_ns) / 1e9
+    out: list[tuple[str, str, list[float], list[float]]] = []
+    for col, name, unit in (
+        ("proc_cpu_pct", "process CPU", "%"),
+        ("sys_cpu_pct", "system CPU", "%"),
+        ("cpu_freq_mhz", "CPU clock", "MHz"),
+        ("load_1m", "1-min load", ""),
+    ):
+        if col not in ev.column_names:
+            continue
+        vals = ev.column(col).to_pylist()
+        pairs = [(float(x), float(v)) for x, v in zip(ts, vals, strict=True) if v is not None]
+        if len(pairs) >= 2:
+            out.append((name, unit, [p[0] for p in pairs], [p[1] for p in pairs]))
+    inv = ev.column("proc_ctx_involuntary").to_pylist()
+    vol = ev.column("proc_ctx_voluntary").to_pylist()
+    rate_x, rate_y = [], []
+    for i in range(1, len(ts)):
+        parts = [inv[i], inv[i - 1], vol[i], vol[i - 1]]
+        if None in parts or ts[i] <= ts[i - 1]:
+            continue
+        d = (inv[i] - inv[i - 1]) + (vol[i] - vol[i - 1])
+        rate_x.append(float(ts[i]))
+        rate_y.append(d / (ts[i] - ts[i - 1]))
+    if len(rate_x) >= 2:
+        out.append(("context switches", "1/s", rate_x, rate_y))
+    return out
+
+
+def _icicle(session: Session, report: dict[str, Any]) -> dict[str, Any] | None:
+    """model -> op type -> op -> kernel (kernels only when attributed)."""
+    ops = session.ops()
+    if ops is None or ops.num_rows == 0:
+        return None
+    from aaco.analysis.ops import op_aggregates
+
+    rows = op_aggregates(report_ops(ops), "node_name").to_pylist()
+    kmap = session.table("op_kernel_map")
+    kernels_by_op: dict[str, list[dict[str, Any]]] = {}
+    iterations = report.get("op_iterations") or 1
+    if kmap is not None and kmap.num_rows:
+        attributed = kmap.filter(pc.is_valid(kmap.column("op_name")))
+        g = attributed.group_by(["op_name", "kernel_name"]).aggregate([("dur_ns", "sum")])
+        for r in g.to_pylist():
+            kernels_by_op.setdefault(r["op_name"], []).append(
+                {"name": r["kernel_name"], "value": r["dur_ns_sum"] / 1e6 / iterations}
+            )
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_type.setdefault(r["op_type"], []).append(r)
+    children = []
+    for op_type, members in sorted(
+        by_type.items(), key=lambda kv: -sum(m["ns_per_iter"] for m in kv[1])
+    ):
+        members.sort(key=lambda m: -m["ns_per_iter"])
+        op_nodes = []
+        for m in members[:ICICLE_OPS]:
+            ks = sorted(kernels_by_op.get(m["node_name"], []), key=lambda k: -k["value"])
+            op_nodes.append(
+                {
+                    "name": m["node_name"],
+                    "value": m["ns_per_iter"] / 1e6,
+                    "children": ks[:ICICLE_KERNELS],
+                }
+            )
+        rest = sum(m["ns_per_iter"] for m in members[ICICLE_OPS:]) / 1e6
+        if rest > 0:
+            op_nodes.append({"name": f"{len(members) - ICICLE_OPS} more", "value": rest})
+        children.append(
+            {
+                "name": op_type,
+                "value": sum(m["ns_per_iter"] for m in members) / 1e6,
+                "children": op_nodes,
+            }
+        )
+    total = sum(c["value"] for c in children)
+    return {"name": report["model"]["name"] or "model", "value": total, "children": children}
+
+
+def _flatten(prefix: str, obj: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
+        for i, v in enumerate(obj):
+            _flatten(f"{prefix}[{i}]", v, out)
+    else:
+        out.append((prefix, "unknown" if obj is None else str(obj)))
+
+
+def build_context(session: Session) -> dict[str, Any]:
+    """Everything the template shows; charts are pre-rendered (escaped) SVG markup."""
+    r = build_report(session)
+    charts: dict[str, Markup] = {}
+    missing: dict[str, str] = {}
+    it = _iterations(session)
+    if it and it["measured"]:
+        charts["latency_hist"] = Markup(
+            svg.histogram("latency-hist", it["measured"], "ms", "latency histogram")
+        )
+        charts["latency_timeline"] = Markup(
+            svg.line_chart(
+                "latency-timeline",
+                [("latency", it["xs"], it["lat"])],
+                "s since the first iteration",
+                "ms",
+                "latency per iteration",
+                shade=it["shade"],
+                x_range=it["x_range"],
+            )
+        )
+    else:
+        missing["latency"] = "no timed iterations in this bundle"
+    ops = [
+        (
+            o["name"],
+            o["ms_per_iter"],
+            f" ({o['op_type']}, {o['pct']:.1f} % of operator time, {o['calls']} calls)",
+        )
+        for o in _all_ops(session)
+    ]
+    if ops:
+        charts["ops"] = Markup(
+            svg.hbar_chart(
+                "ops-bars", _top_with_other(ops, TOP_BARS), "ms/iter", "operators by time"
+            )
+        )
+    else:
+        missing["ops"] = "no operator profile (run without --no-profile, or import a trace)"
+    kernels = [
+        (
+            k["short_name"] or k["name"],
+            k["total_ms"],
+            f" ({k['calls']} calls, avg {k['avg_us']:.1f} us; {k['name']})",
+        )
+        for k in r["top_kernels"]
+    ]
+    if kernels:
+        charts["kernels"] = Markup(
+            svg.hbar_chart("kernel-bars", kernels, "ms", "kernels by total time")
+        )
+        fams = [(k["family"], k["total_ms"], f" ({k['pct']:.1f} %)") for k in r["kernel_families"]]
+        charts["families"] = Markup(
+            svg.hbar_chart("family-bars", fams, "ms", "kernel families by total time")
+        )
+    else:
+        missing["kernels"] = "no GPU kernel trace (aaco run --profile kernels, or aaco import)"
+    tree = _icicle(session, r)
+    if tree and tree["value"] > 0:
+        charts["icicle"] = Markup(svg.icicle("icicle", tree, "ms/iter", "model, op, kernel time"))
+    roof = r.get("roofline_summary") or {}
+    points = (session.json_file("metrics/roofline.json") or {}).get("points") or []
+    ceil = roof.get("ceilings") or {}
+    peak_f = max((ceil.get("flops_per_s") or {}).values(), default=None)
+    chart = svg.roofline("roofline", points, peak_f, ceil.get("bytes_per_s"), "roofline")
+    if chart:
+        charts["roofline"] = Markup(chart)
+    else:
+        missing["roofline"] = "no operator with known work and time (cost model or profile)"
+    timeline = []
+    if it:
+        for name, unit, xs, ys in _telemetry_series(session, it["t0_ns"]):
+            timeline.append(
+                Markup(
+                    svg.line_chart(
+                        f"telemetry-{name.replace(' ', '-')}",
+                        [(name, xs, ys)],
+                        "s since the first iteration",
+                        unit,
+                        name,
+                        shade=it["shade"],
+                        x_range=it["x_range"],
+                        height=140,
+                    )
+                )
+            )
+    if not timeline:
+        missing["timeline"] = "no telemetry samples (run without --no-telemetry)"
+    diff = session.json_file("regress/diff.json")
+    env = session.env
+    env_rows: list[tuple[str, str]] = []
+    if env:
+        _flatten("", env, env_rows)
+    derived = r.get("metrics") or {}
+    lat_src = r["summary"].get("latency_ms") or {}
+    lat = {k: lat_src.get(k) for k in ("mean", "std", "p50", "p90", "p99", "count")}
+    return {
+        "r": r,
+        "lat": lat,
+        "charts": charts,
+        "timeline": timeline,
+        "missing": missing,
+        "diff": diff,
+        "env_rows": env_rows,
+        "derived": derived,
+        "device": _device(session),
+        "aaco_version": __version__,
+    }
+
+
+def _all_ops(session: Session) -> list[dict[str, Any]]:
+    from aaco.analysis.ops import op_aggregates
+
+    ops = session.ops()
+    if ops is None or ops.num_rows == 0:
+        return []
+    rows = op_aggregates(report_ops(ops), "node_name").to_pylist()
+    return [
+        {
+            "name": o["node_name"],
+            "op_type": o["op_type"],
+            "ms_per_iter": o["ns_per_iter"] / 1e6,
+            "pct": o["pct"],
+            "calls": o["calls"],
+        }
+        for o in rows
+    ]
+
+
+def _device(session: Session) -> str:
+    env = session.env or {}
+    gpus = (env.get("gpus") or {}).get("devices") or []
+    backend = (session.meta.get("backend") or {}).get("name")
+    if backend not in (None, "cpu") and gpus:
+        return str(gpus[0].get("name") or gpus[0])
+    return str((env.get("cpu") or {}).get("model") or "unknown")
+
+
+class HtmlRenderer(Renderer):
+    name = "html"
+    output_file_extension = ".html"
+
+    def render(self, session: Session) -> str:
+        return _env().get_template("report.html.j2").render(**build_context(session))

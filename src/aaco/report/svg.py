@@ -1,0 +1,353 @@
+"""Inline SVG charts for the HTML report: no plotting library, no network, small files.
+
+Every function returns SVG markup as a string with all text escaped (names from traces and
+models are untrusted). Hover text uses SVG ``<title>`` elements (the browser's tooltip);
+``data-*`` attributes carry the values for the report's small script.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+MAX_POINTS = 2000
+
+
+def _e(text: Any) -> str:
+    return escape(str(text), quote=True)
+
+
+def _fmt(v: float) -> str:
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1000 or a < 0.01:
+        return f"{v:.3g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    out = []
+    v = start
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 12))
+        v += step
+    return out
+
+
+def _open(chart_id: str, width: int, height: int, label: str) -> str:
+    return (
+        f'<svg id="{_e(chart_id)}" class="chart" role="img" aria-label="{_e(label)}" '
+        f'viewBox="0 0 {width} {height}" width="100%" preserveAspectRatio="xMinYMin meet" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
+def hbar_chart(
+    chart_id: str,
+    rows: Sequence[tuple[str, float, str]],
+    unit: str,
+    label: str,
+    width: int = 760,
+) -> str:
+    """Horizontal bars: (name, value, hover detail) in the given order."""
+    bar_h, gap, left, right = 18, 4, 260, 90
+    height = max(1, len(rows)) * (bar_h + gap) + 10
+    vmax = max((v for _, v, _ in rows), default=0.0) or 1.0
+    scale = (width - left - right) / vmax
+    parts = [_open(chart_id, width, height, label)]
+    for i, (name, value, detail) in enumerate(rows):
+        y = 5 + i * (bar_h + gap)
+        w = max(1.0, value * scale)
+        short = name if len(name) <= 42 else name[:39] + "..."
+        parts.append(
+            f'<g class="bar" data-name="{_e(name)}" data-value="{value:.6g}">'
+            f"<title>{_e(name)}: {_fmt(value)} {_e(unit)}{_e(detail)}</title>"
+            f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end" class="lbl">'
+            f"{_e(short)}</text>"
+            f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+            f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+            f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}" class="val">'
+            f"{_fmt(value)} {_e(unit)}</text></g>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+@dataclass
+class Axis:
+    lo: float
+    hi: float
+    px0: float
+    px1: float
+    log: bool = False
+
+    def __call__(self, v: float) -> float:
+        if self.log:
+            v, lo, hi = math.log10(max(v, 1e-300)), math.log10(self.lo), math.log10(self.hi)
+        else:
+            lo, hi = self.lo, self.hi
+        span = (hi - lo) or 1.0
+        return self.px0 + (v - lo) / span * (self.px1 - self.px0)
+
+
+def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bins: int = 40) -> str:
+    width, height, left, bottom, top = 760, 220, 50, 30, 10
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        hi = lo + 1e-9
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int((v - lo) / (hi - lo) * bins))] += 1
+    cmax = max(counts)
+    x = Axis(lo, hi, left, width - 10)
+    y = Axis(0, cmax, height - bottom, top)
+    parts = [_open(chart_id, width, height, label)]
+    bw = (width - 10 - left) / bins
+    for i, c in enumerate(counts):
+        b0 = lo + i * (hi - lo) / bins
+        b1 = b0 + (hi - lo) / bins
+        parts.append(
+            f'<rect class="bin" x="{left + i * bw:.1f}" y="{y(c):.1f}" width="{bw - 1:.1f}" '
+            f'height="{height - bottom - y(c):.1f}" fill="{PALETTE[0]}">'
+            f"<title>{_fmt(b0)}-{_fmt(b1)} {_e(unit)}: {c} iteration(s)</title></rect>"
+        )
+    parts.append(_x_axis(x, height - bottom, unit))
+    parts.append(_y_axis(y, left, "iterations"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _x_axis(x: Axis, y_px: float, unit: str) -> str:
+    out = [f'<line class="axis" x1="{x.px0}" y1="{y_px}" x2="{x.px1}" y2="{y_px}"/>']
+    for t in _ticks(x.lo, x.hi):
+        px = x(t)
+        out.append(
+            f'<text class="tick" x="{px:.1f}" y="{y_px + 14}" text-anchor="middle">{_fmt(t)}</text>'
+        )
+    out.append(
+        f'<text class="unit" x="{x.px1}" y="{y_px + 27}" text-anchor="end">{_e(unit)}</text>'
+    )
+    return "".join(out)
+
+
+def _y_axis(y: Axis, x_px: float, unit: str) -> str:
+    out = [f'<line class="axis" x1="{x_px}" y1="{y.px0}" x2="{x_px}" y2="{y.px1}"/>']
+    for t in _ticks(y.lo, y.hi, 4):
+        out.append(
+            f'<text class="tick" x="{x_px - 4}" y="{y(t) + 4:.1f}" text-anchor="end">'
+            f"{_fmt(t)}</text>"
+        )
+    out.append(f'<text class="unit" x="{x_px + 4}" y="{y.px1 + 2}">{_e(unit)}</text>')
+    return "".join(out)
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[float]]:
+    """At most ``MAX_POINTS`` points: min and max of each bucket, so spikes stay visible."""
+    n = len(xs)
+    if n <= MAX_POINTS:
+        return list(xs), list(ys)
+    buckets = MAX_POINTS // 2
+    ox: list[float] = []
+    oy: list[float] = []
+    for b in range(buckets):
+        i0, i1 = b * n // buckets, (b + 1) * n // buckets
+        seg = range(i0, max(i1, i0 + 1))
+        lo_i = min(seg, key=lambda i: ys[i])
+        hi_i = max(seg, key=lambda i: ys[i])
+        for i in sorted({lo_i, hi_i}):
+            ox.append(xs[i])
+            oy.append(ys[i])
+    return ox, oy
+
+
+def line_chart(
+    chart_id: str,
+    series: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    x_unit: str,
+    y_unit: str,
+    label: str,
+    shade: Sequence[tuple[float, float, str]] = (),
+    x_range: tuple[float, float] | None = None,
+    height: int = 200,
+) -> str:
+    """Lines (name, xs, ys) over a shared x axis; ``shade`` = (x0, x1, label) bands."""
+    width, left, bottom, top = 760, 60, 30, 10
+    all_x = [v for _, xs, _ in series for v in xs]
+    all_y = [v for _, _, ys in series for v in ys]
+    if not all_x:
+        return ""
+    x0, x1 = x_range or (min(all_x), max(all_x))
+    if x1 <= x0:
+        x1 = x0 + 1
+    series = [
+        (
+            name,
+            [a for a in xs if x0 <= a <= x1],
+            [b for a, b in zip(xs, ys, strict=True) if x0 <= a <= x1],
+        )
+        for name, xs, ys in series
+    ]
+    all_y = [v for _, _, ys in series for v in ys]
+    if not all_y:
+        return ""
+    y1 = max(all_y) * 1.05 or 1.0
+    x = Axis(x0, x1, left, width - 10)
+    y = Axis(0, y1, height - bottom, top)
+    parts = [_open(chart_id, width, height, label)]
+    for s0, s1, text in shade:
+        parts.append(
+            f'<rect class="shade" x="{x(s0):.1f}" y="{top}" width="{max(1.0, x(s1) - x(s0)):.1f}" '
+            f'height="{height - bottom - top}"><title>{_e(text)}</title></rect>'
+        )
+    for i, (name, xs, ys) in enumerate(series):
+        dx, dy = downsample(xs, ys)
+        pts = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in zip(dx, dy, strict=True))
+        parts.append(
+            f'<polyline class="series" data-name="{_e(name)}" fill="none" '
+            f'stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.2" points="{pts}">'
+            f"<title>{_e(name)}</title></polyline>"
+        )
+    parts.append(_x_axis(x, height - bottom, x_unit))
+    parts.append(_y_axis(y, left, y_unit))
+    if series:
+        for i, (name, _, _) in enumerate(series):
+            parts.append(
+                f'<text class="legend" x="{left + 10 + i * 150}" y="{top + 12}" '
+                f'fill="{PALETTE[i % len(PALETTE)]}">{_e(name)}</text>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def roofline(
+    chart_id: str,
+    points: Sequence[dict[str, Any]],
+    peak_flops: float | None,
+    peak_bytes: float | None,
+    label: str,
+) -> str:
+    """Log-log roofline: points (intensity FLOP/B, achieved FLOP/s) and the ceilings."""
+    width, height, left, bottom, top = 760, 320, 70, 35, 10
+    pts = [
+        p
+        for p in points
+        if (p.get("intensity") or 0) > 0 and (p.get("achieved_flops_per_s") or 0) > 0
+    ]
+    if not pts:
+        return ""
+    xs = [p["intensity"] for p in pts]
+    ys = [p["achieved_flops_per_s"] for p in pts]
+    x_lo, x_hi = min(xs) / 4, max(xs) * 4
+    y_lo, y_hi = min(ys) / 4, max(ys) * 4
+    if peak_flops:
+        y_hi = max(y_hi, peak_flops * 2)
+    if peak_flops and peak_bytes:
+        ridge = peak_flops / peak_bytes
+        x_lo, x_hi = min(x_lo, ridge / 8), max(x_hi, ridge * 8)
+    x = Axis(x_lo, x_hi, left, width - 10, log=True)
+    y = Axis(y_lo, y_hi, height - bottom, top, log=True)
+    parts = [_open(chart_id, width, height, label)]
+    if peak_flops and peak_bytes:
+        ridge = peak_flops / peak_bytes
+        mem = f"{x(x_lo):.1f},{y(peak_bytes * x_lo):.1f} {x(ridge):.1f},{y(peak_flops):.1f}"
+        parts.append(
+            f'<polyline class="roof" points="{mem} {x(x_hi):.1f},{y(peak_flops):.1f}">'
+            f"<title>ceilings: {_fmt(peak_flops / 1e9)} GFLOP/s, "
+            f"{_fmt(peak_bytes / 1e9)} GB/s, ridge {_fmt(ridge)} FLOP/B</title></polyline>"
+        )
+    elif peak_flops:
+        parts.append(
+            f'<line class="roof" x1="{x(x_lo):.1f}" y1="{y(peak_flops):.1f}" x2="{x(x_hi):.1f}" '
+            f'y2="{y(peak_flops):.1f}"><title>compute ceiling</title></line>'
+        )
+    for p in pts:
+        share = p.get("time_share") or 0.0
+        r = 3 + 9 * math.sqrt(max(0.0, min(1.0, share)))
+        cx, cy = x(p["intensity"]), y(p["achieved_flops_per_s"])
+        parts.append(
+            f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" '
+            f'r="{r:.1f}" data-name="{_e(p.get("name"))}"><title>{_e(p.get("name"))} '
+            f"({_e(p.get('op_type') or p.get('level') or '')}): "
+            f"{_fmt(p['intensity'])} FLOP/B, {_fmt(p['achieved_flops_per_s'] / 1e9)} GFLOP/s, "
+            f"{share:.1%} of time, bound {_e(p.get('bound') or 'unknown')}</title></circle>"
+        )
+    for t in range(math.ceil(math.log10(x_lo)), math.floor(math.log10(x_hi)) + 1):
+        parts.append(
+            f'<text class="tick" x="{x(10.0**t):.1f}" y="{height - bottom + 14}" '
+            f'text-anchor="middle">1e{t}</text>'
+        )
+    for t in range(math.ceil(math.log10(y_lo)), math.floor(math.log10(y_hi)) + 1):
+        parts.append(
+            f'<text class="tick" x="{left - 4}" y="{y(10.0**t) + 4:.1f}" text-anchor="end">'
+            f"1e{t}</text>"
+        )
+    parts.append(
+        f'<text class="unit" x="{width - 10}" y="{height - 5}" text-anchor="end">'
+        "arithmetic intensity (FLOP/byte)</text>"
+        f'<text class="unit" x="{left + 4}" y="{top + 10}">FLOP/s</text></svg>'
+    )
+    return "".join(parts)
+
+
+def icicle(chart_id: str, root: dict[str, Any], unit: str, label: str) -> str:
+    """Icicle (top-down flame graph): ``{name, value, children: [...]}``, one row per level;
+    each child's width is its share of its parent's."""
+    width, row_h = 760, 22
+    depth = _depth(root)
+    height = depth * row_h + 4
+    parts = [_open(chart_id, width, height, label)]
+    total = root.get("value") or 0.0
+
+    def walk(node: dict[str, Any], x0: float, w: float, level: int, color: int) -> None:
+        if w < 0.5:
+            return
+        y = level * row_h
+        name = str(node.get("name"))
+        value = node.get("value") or 0.0
+        share = value / total if total else 0.0
+        parts.append(
+            f'<g class="cell" data-name="{_e(name)}"><rect x="{x0:.1f}" y="{y}" width="{w:.1f}" '
+            f'height="{row_h - 2}" fill="{PALETTE[color % len(PALETTE)]}"/>'
+            f"<title>{_e(name)}: {_fmt(value)} {_e(unit)} ({share:.1%})</title>"
+        )
+        if w > 40:
+            chars = int(w / 7)
+            text = name if len(name) <= chars else name[: max(1, chars - 2)] + "…"
+            parts.append(f'<text x="{x0 + 3:.1f}" y="{y + 15}" class="cl">{_e(text)}</text>')
+        parts.append("</g>")
+        children = node.get("children") or []
+        scale = w / value if value else 0.0
+        cx = x0
+        for i, c in enumerate(children):
+            cw = (c.get("value") or 0.0) * scale
+            walk(c, cx, cw, level + 1, color + i + 1 if level == 0 else color)
+            cx += cw
+
+    walk(root, 0.0, float(width), 0, 0)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _depth(node: dict[str, Any]) -> int:
+    kids = node.get("children") or []
+    return 1 + (max(_depth(c) for c in kids) if kids else 0)

@@ -1,0 +1,1 @@
+"""web stage of AACO: the REST API and the dashboard (optional extra ``aaco[web]``)."""

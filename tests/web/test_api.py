@@ -1,0 +1,188 @@
+"""The REST API over a real sessions root: every route, paging, errors, traversal, token."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+from tests.cli.test_cli import aaco, assert_one_line_error
+from tests.sessions_fixtures import HOSTILE
+
+from aaco.session.bundle import Session, iter_sessions
+from aaco.web.app import create_app
+
+
+@pytest.fixture(scope="module")
+def client(web_root: Path) -> TestClient:
+    return TestClient(create_app(web_root))
+
+
+def _ids(root: Path) -> dict[str, str]:
+    return {Session.load(p).meta.get("tag") or "": p.name for p in iter_sessions(root)}
+
+
+def test_sessions_listing_filters_and_paging(client: TestClient, web_root: Path) -> None:
+    r = client.get("/sessions")
+    assert r.status_code == 200
+    data = r.json()
+    assert data["total"] == 4 and len(data["items"]) == 4
+    assert "path" not in data["items"][0]
+    created = [i["created_utc"] for i in data["items"]]
+    assert created == sorted(created, reverse=True)  # newest first
+    page = client.get("/sessions", params={"offset": 1, "limit": 2}).json()
+    assert [i["id"] for i in page["items"]] == [i["id"] for i in data["items"][1:3]]
+    assert client.get("/sessions", params={"tag": "slow"}).json()["total"] == 1
+    assert client.get("/sessions", params={"model": "net"}).json()["total"] == 3
+    assert client.get("/sessions", params={"since": "2100-01-01"}).json()["total"] == 0
+    assert client.get("/sessions", params={"limit": 0}).status_code == 422
+    assert client.get("/sessions", params={"offset": -1}).status_code == 422
+
+
+def test_one_session_and_its_reports(client: TestClient, web_root: Path) -> None:
+    sid = _ids(web_root)["slow"]
+    r = client.get(f"/sessions/{sid}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["meta"]["session_id"] == sid and "inference_iters" in body["tables"]
+    rep = client.get(f"/sessions/{sid}/report.json")
+    assert rep.status_code == 200 and rep.json()["session"]["id"] == sid
+    assert "path" not in rep.json()["session"]
+    html = client.get(f"/sessions/{sid}/report.html")
+    assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+    hostile = client.get(f"/sessions/{_ids(web_root)[HOSTILE]}/report.html").text
+    assert HOSTILE not in hostile and "&lt;script&gt;alert(1)&lt;/script&gt;" in hostile
+
+
+@pytest.mark.parametrize(
+    ("path", "codes"),
+    [
+        ("/sessions/20990101_000000_abcdef", {404}),
+        ("/sessions/bad$id", {400}),
+        ("/sessions/../../etc/passwd", {404}),
+        ("/sessions/%2E%2E%2F%2E%2E%2Fetc", {400, 404}),
+        ("/sessions//etc/passwd/report.json", {404}),
+        ("/sessions/..%2F..%2Fetc/report.html", {400, 404}),
+        ("/sessions/.hidden/tables/ops", {400}),
+    ],
+)
+def test_traversal_and_unknown_ids_are_refused(
+    client: TestClient, path: str, codes: set[int]
+) -> None:
+    r = client.get(path)
+    assert r.status_code in codes, (path, r.status_code, r.text)
+    assert "root:" not in r.text
+
+
+def test_tables_paging_formats_and_errors(client: TestClient, web_root: Path) -> None:
+    sid = _ids(web_root)["slow"]
+    r = client.get(f"/sessions/{sid}/tables/inference_iters", params={"limit": 7, "offset": 5})
+    assert r.status_code == 200
+    data = r.json()
+    assert data["total"] == 130 and len(data["rows"]) == 7 and data["offset"] == 5
+    assert {c["name"] for c in data["columns"]} >= {"phase", "iteration", "latency_ns"}
+    assert (
+        client.get(f"/sessions/{sid}/tables/inference_iters", params={"offset": 1000}).json()[
+            "rows"
+        ]
+        == []
+    )
+    pq_resp = client.get(f"/sessions/{sid}/tables/ops", params={"format": "parquet", "limit": 3})
+    assert pq_resp.status_code == 200
+    assert pq_resp.headers["content-type"] == "application/vnd.apache.parquet"
+    assert pq.read_table(io.BytesIO(pq_resp.content)).num_rows == 3
+    assert int(pq_resp.headers["x-total-count"]) > 3
+    assert client.get(f"/sessions/{sid}/tables/nosuch").status_code == 404
+    assert client.get(f"/sessions/{sid}/tables/kernels").status_code == 404  # CPU run
+    assert client.get(f"/sessions/{sid}/tables/ops", params={"format": "xml"}).status_code == 422
+    assert client.get(f"/sessions/{sid}/tables/ops", params={"limit": 10**6}).status_code == 422
+
+
+def test_diff_history_baselines(client: TestClient, web_root: Path) -> None:
+    ids = _ids(web_root)
+    r = client.post(
+        "/diff", json={"baseline": ids["base"], "session": ids["slow"], "threshold": 0.25}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["verdict"]["verdict"] == "REGRESSION"
+    assert "session_path" not in r.json()["baseline_ref"]
+    two = client.post(
+        "/diff", json={"baseline": [ids["base"], ids["same"]], "session": ids["slow"]}
+    )
+    assert two.status_code == 200 and two.json()["comparison"]["runs"]["baseline"] == 2
+    assert client.post("/diff", json={"baseline": ids["base"]}).status_code == 422
+    assert client.post("/diff", json={"baseline": 3, "session": ids["slow"]}).status_code == 422
+    assert (
+        client.post(
+            "/diff", json={"baseline": "20990101_000000_abcdef", "session": ids["slow"]}
+        ).status_code
+        == 404
+    )
+    bad = client.post("/diff", json={"baseline": ids["base"], "session": ids[HOSTILE]})
+    assert bad.status_code == 422 and "different models" in bad.json()["detail"]
+    base_path = next(p for p in iter_sessions(web_root) if p.name == ids["base"])
+    saved = aaco("baseline", "save", "main", "-s", str(base_path), "--sessions", str(web_root))
+    assert saved.returncode == 0, saved.stderr
+    listed = client.get("/baselines").json()
+    assert [b["name"] for b in listed] == ["main"] and "session_path" not in listed[0]
+    body = {"baseline": "main", "session": ids["slow"], "threshold": 0.25}
+    by_name = client.post("/diff", json=body)
+    assert by_name.status_code == 200 and by_name.json()["verdict"]["baseline"]["name"] == "main"
+    hist = client.get("/history", params={"model": "net"})
+    assert hist.status_code == 200 and sum(len(g["sessions"]) for g in hist.json()) == 3
+    assert client.get("/history", params={"model": "none"}).json() == []
+
+
+def test_openapi_lists_every_route(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for p in (
+        "/sessions", "/sessions/{session_id}", "/sessions/{session_id}/report.json",
+        "/sessions/{session_id}/report.html", "/sessions/{session_id}/tables/{name}",
+        "/diff", "/history", "/baselines",
+    ):  # fmt: skip
+        assert p in paths
+
+
+def test_token_is_required_on_every_route(web_root: Path) -> None:
+    c = TestClient(create_app(web_root, token="s3cret"))
+    sid = _ids(web_root)["slow"]
+    routes = ["/", "/sessions", f"/sessions/{sid}", f"/sessions/{sid}/report.json",
+              f"/sessions/{sid}/report.html", f"/sessions/{sid}/tables/ops", "/history",
+              "/baselines", "/openapi.json", "/ui/history"]  # fmt: skip
+    for route in routes:
+        assert c.get(route).status_code == 401, route
+        assert c.get(route, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.get(route, headers={"Authorization": "Bearer s3cret"}).status_code == 200, route
+    assert c.post("/diff", json={}).status_code == 401
+    # a browser logs in once: the token in the query string becomes a cookie
+    r = c.get("/?token=s3cret", follow_redirects=False)
+    assert r.status_code == 303 and "aaco_token" in r.headers["set-cookie"]
+    assert c.get("/sessions").status_code == 200  # the client kept the cookie
+    assert TestClient(create_app(web_root, token="s3cret")).get("/?token=nope").status_code == 401
+
+
+def test_serving_beyond_localhost_needs_a_token(web_root: Path) -> None:
+    proc = aaco("serve", "--sessions", str(web_root), "--host", "0.0.0.0", "--port", "1")
+    assert_one_line_error(proc, 2, "--token")
+    proc = aaco("dashboard", "--sessions", str(web_root / "nope"))
+    assert_one_line_error(proc, 2, "no such sessions root")
+
+
+def test_dashboard_pages(client: TestClient, web_root: Path) -> None:
+    ids = _ids(web_root)
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="sessions"' in page.text
+    assert HOSTILE not in page.text and "&lt;script&gt;" in page.text
+    assert client.get("/", params={"model": "net"}).text.count('name="session"') == 3
+    cmp = client.get("/ui/compare", params={"baseline": ids["base"], "session": ids["slow"]})
+    assert cmp.status_code == 200 and 'id="verdict"' in cmp.text and "REGRESSION" in cmp.text
+    hist = client.get("/ui/history", params={"model": "net"})
+    assert hist.status_code == 200 and '<svg id="history-0"' in hist.text
+    assert (
+        client.get("/ui/compare", params={"baseline": "x$", "session": ids["slow"]}).status_code
+        == 400
+    )
+    json.dumps(page.text)  # plain text, no binary surprises

@@ -1,0 +1,151 @@
+"""A real browser (Debian's chromium, headless, through Selenium) opens a generated report
+and the dashboard: the plots render, nothing logs an error, untrusted names stay text.
+Screenshots go to ``$AACO_TEST_OUTPUT`` (default ``test-output/`` in the repository)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.sessions_fixtures import HOSTILE
+
+from aaco.report.html import HtmlRenderer
+from aaco.session.bundle import Session, iter_sessions
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+OUTPUT = Path(os.environ.get("AACO_TEST_OUTPUT") or Path(__file__).parents[2] / "test-output")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="chromium and chromedriver are not installed (apt-get install chromium "
+    "chromium-driver; .ci/run installs them)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,2000"):  # fmt: skip
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _shot(driver: Any, name: str) -> Path:
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    path = OUTPUT / f"{name}.png"
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def test_report_renders_in_a_browser(browser: Any, web_root: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    hostile = next(p for p in iter_sessions(web_root) if Session.load(p).meta.get("tag") == HOSTILE)
+    slow = next(p for p in iter_sessions(web_root) if Session.load(p).meta.get("tag") == "slow")
+    for name, bundle in (("report-slow", slow), ("report-hostile", hostile)):
+        f = tmp_path / f"{name}.html"
+        f.write_text(HtmlRenderer().render(Session.load(bundle)))
+        browser.get(f.as_uri())  # an injected alert() would make this raise
+        assert browser.title.startswith("AACO report")
+        for chart in ("latency-hist", "latency-timeline", "ops-bars"):
+            el = browser.find_element(By.ID, chart)
+            assert el.size["width"] > 300 and el.size["height"] > 50, chart
+        bars = browser.find_elements(By.CSS_SELECTOR, "#ops-bars g.bar")
+        assert bars
+        assert _errors(browser) == []
+        _shot(browser, name)
+    # the hostile node name is visible as text in the operator chart
+    names = [
+        b.get_attribute("data-name")
+        for b in browser.find_elements(By.CSS_SELECTOR, "#ops-bars g.bar")
+    ]
+    assert HOSTILE in names
+    assert browser.execute_script("return document.querySelectorAll('script').length") == 1
+
+
+@pytest.fixture(scope="module")
+def dashboard(web_root: Path) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aaco",
+            "dashboard",
+            "--sessions",
+            str(web_root),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url + "/sessions", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the dashboard did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_dashboard_in_a_browser(browser: Any, dashboard: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(dashboard + "/")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")
+    assert len(rows) == 4
+    assert _errors(browser) == []
+    _shot(browser, "dashboard-sessions")
+    # filter by model
+    browser.get(dashboard + "/?model=net")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 3
+    # compare the two selected sessions (newest vs the one before)
+    browser.find_element(By.ID, "compare").click()
+    verdict = browser.find_element(By.ID, "verdict")
+    assert verdict.text.split()[0] in ("REGRESSION", "IMPROVEMENT", "NO", "INCONCLUSIVE")
+    assert browser.find_elements(By.CSS_SELECTOR, "#quantiles tbody tr")
+    _shot(browser, "dashboard-compare")
+    # open a report from the list
+    browser.get(dashboard + "/")
+    browser.find_element(By.CSS_SELECTOR, "#sessions tbody tr a").click()
+    assert browser.find_element(By.ID, "latency-hist").size["width"] > 300
+    assert _errors(browser) == []
+    # history with its chart
+    browser.get(dashboard + "/ui/history?model=net")
+    assert browser.find_element(By.ID, "history-0").size["width"] > 300
+    assert _errors(browser) == []
+    _shot(browser, "dashboard-history")
