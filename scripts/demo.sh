@@ -10,3 +10,5 @@ aaco calibrate > /dev/null
 aaco run --backend cpu "$@"
 echo
 echo "Bundle written under ./sessions (see: aaco ls, aaco report --format json)"
+echo "HTML report (opens offline): $(readlink -f sessions/latest)/report/report.html"
+echo "Dashboard over all sessions: .venv/bin/aaco dashboard  ->  http://127.0.0.1:8501/"
