@@ -88,6 +88,19 @@ def test_load_errors(tmp_path: Path) -> None:
     (future / "session.json").write_text(json.dumps({"format_version": 99}))
     with pytest.raises(BundleError, match="format_version 99 is not supported"):
         Session.load(future)
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "session.json").write_text(json.dumps({"format_version": 1, "model": "justastring"}))
+    with pytest.raises(BundleError, match="field 'model' is not an object"):
+        Session.load(odd)
+    (odd / "session.json").write_text(json.dumps({"format_version": 1, "tag": ["a"]}))
+    with pytest.raises(BundleError, match="field 'tag' is not a string"):
+        Session.load(odd)
+    (odd / "session.json").write_text(json.dumps({"format_version": 1}))
+    (odd / "metrics").mkdir()
+    (odd / "metrics" / "inference_summary.json").write_text("[1, 2]")
+    with pytest.raises(BundleError, match="not a JSON object"):
+        _ = Session.load(odd).summary
 
 
 def test_corrupt_table_is_a_bundle_error(tmp_path: Path) -> None:

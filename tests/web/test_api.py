@@ -22,7 +22,12 @@ def client(web_root: Path) -> TestClient:
 
 
 def _ids(root: Path) -> dict[str, str]:
-    return {Session.load(p).meta.get("tag") or "": p.name for p in iter_sessions(root)}
+    """tag -> folder name, for the well-formed bundles of a root made by the fixtures."""
+    out = {}
+    for p in iter_sessions(root):
+        if "broken" not in p.name and p.name != "renamed-slow":
+            out[Session.load(p).meta.get("tag") or ""] = p.name
+    return out
 
 
 def test_sessions_listing_filters_and_paging(client: TestClient, web_root: Path) -> None:
@@ -109,6 +114,7 @@ def test_diff_history_baselines(client: TestClient, web_root: Path) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["verdict"]["verdict"] == "REGRESSION"
     assert "session_path" not in r.json()["baseline_ref"]
+    assert str(web_root) not in r.text  # no server paths
     two = client.post(
         "/diff", json={"baseline": [ids["base"], ids["same"]], "session": ids["slow"]}
     )
@@ -186,3 +192,122 @@ def test_dashboard_pages(client: TestClient, web_root: Path) -> None:
         == 400
     )
     json.dumps(page.text)  # plain text, no binary surprises
+
+
+@pytest.fixture
+def messy_root(web_root: Path, tmp_path: Path) -> Path:
+    """The web root plus what a real shared root accumulates: a bundle with a malformed
+    session.json, a renamed bundle, and a NaN inside a list column."""
+    import shutil
+
+    import pyarrow as pa
+
+    root = tmp_path / "sessions"
+    shutil.copytree(web_root, root, symlinks=True)
+    slow = next(p for p in iter_sessions(root) if Session.load(p).meta.get("tag") == "slow")
+    broken = slow.parent / "20000101_000000_broken"
+    shutil.copytree(slow, broken)
+    meta = json.loads((broken / "session.json").read_text())
+    meta["model"] = "justastring"
+    (broken / "session.json").write_text(json.dumps(meta))
+    shutil.copytree(slow, slow.parent / "renamed-slow")
+    f = slow / "telemetry" / "system_events.parquet"
+    t = pq.read_table(f)
+    col = t.column("sys_cpu_pct_per_core").to_pylist()
+    col[0] = [float("nan"), 50.0]
+    i = t.schema.get_field_index("sys_cpu_pct_per_core")
+    t = t.set_column(i, t.schema.field(i), pa.array(col, t.schema.field(i).type))
+    pq.write_table(t, f)
+    return root
+
+
+def test_a_malformed_bundle_is_listed_not_fatal(messy_root: Path) -> None:
+    c = TestClient(create_app(messy_root))
+    items = c.get("/sessions").json()["items"]
+    bad = next(i for i in items if i["id"] == "20000101_000000_broken")
+    assert bad["status"] == "unreadable" and "field 'model' is not an object" in bad["error"]
+    assert str(messy_root) not in json.dumps(items)  # no server paths in errors
+    r = c.get("/sessions/20000101_000000_broken")
+    assert r.status_code == 422 and str(messy_root) not in r.text
+    assert c.get("/history", params={"model": "net"}).status_code == 200
+    assert c.get("/ui/history", params={"model": "net"}).status_code == 200
+    page = c.get("/")
+    assert page.status_code == 200 and "unreadable bundle" in page.text
+    assert "/ui/history?model=None" not in page.text
+    ids = _ids(messy_root)
+    assert (
+        c.post("/diff", json={"baseline": "20000101_000000_broken", "session": ids["slow"]})
+    ).status_code == 422
+
+
+def test_renamed_bundles_are_found_by_folder_name(messy_root: Path) -> None:
+    c = TestClient(create_app(messy_root))
+    items = c.get("/sessions").json()["items"]
+    assert "renamed-slow" in [i["id"] for i in items]
+    r = c.get("/sessions/renamed-slow")
+    assert r.status_code == 200 and r.json()["summary"]["id"] == "renamed-slow"
+    assert c.get("/sessions/renamed-slow/report.json").json()["session"]["id"] == "renamed-slow"
+    # the same folder name under two dates is ambiguous, not silently the first one
+    clone = messy_root / "2099-01-01" / "renamed-slow"
+    clone.parent.mkdir()
+    (messy_root / "2099-01-01").joinpath("x").mkdir()
+    import shutil
+
+    shutil.copytree(next(p for p in iter_sessions(messy_root) if p.name == "renamed-slow"), clone)
+    amb = c.get("/sessions/renamed-slow")
+    assert amb.status_code == 409 and "ambiguous" in amb.json()["detail"]
+
+
+def test_nan_inside_a_list_column_is_null(messy_root: Path) -> None:
+    c = TestClient(create_app(messy_root))
+    sid = _ids(messy_root)["slow"]
+    r = c.get(f"/sessions/{sid}/tables/system_events", params={"limit": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["rows"][0]["sys_cpu_pct_per_core"] == [None, 50.0]
+    assert "NaN" not in r.text
+
+
+def test_diff_body_is_validated(messy_root: Path) -> None:
+    c = TestClient(create_app(messy_root))
+    ids = _ids(messy_root)
+    for extra, word in (
+        ({"threshold": 1.5}, "threshold"),
+        ({"threshold": -0.1}, "threshold"),
+        ({"threshold": True}, "threshold"),
+        ({"gates": [1]}, "gates"),
+        ({"gates": "p50"}, "gates"),
+    ):
+        r = c.post("/diff", json={"baseline": ids["base"], "session": ids["slow"], **extra})
+        assert r.status_code == 422 and word in r.json()["detail"], extra
+    unknown = c.post("/diff", json={"baseline": ids["base"], "session": ids["slow"],
+                                    "gates": ["p42"]})  # fmt: skip
+    assert unknown.status_code == 422
+    long_name = c.post("/diff", json={"baseline": "b" * 70, "session": ids["slow"]})
+    assert long_name.status_code in (400, 404)
+    # a baseline record that points outside the root is refused
+    outside = messy_root.parent / "elsewhere"
+    slow = next(p for p in iter_sessions(messy_root) if p.name == ids["slow"])
+    import shutil
+
+    shutil.copytree(slow, outside / "2026-01-01" / "x")
+    (messy_root / "baselines").mkdir(exist_ok=True)
+    record = {"name": "out", "session_path": str(outside / "2026-01-01" / "x")}
+    (messy_root / "baselines" / "out.json").write_text(json.dumps(record))
+    r = c.post("/diff", json={"baseline": "out", "session": ids["slow"]})
+    assert r.status_code == 422 and "outside the sessions root" in r.json()["detail"]
+    assert str(outside) not in r.text
+
+
+def test_token_checks_are_safe(web_root: Path) -> None:
+    with pytest.raises(Exception, match="must not be empty"):
+        create_app(web_root, token="")
+    c = TestClient(create_app(web_root, token="s3cret"))
+    # a non-ASCII token is a wrong token (401), not a server error
+    r = c.get("/sessions", headers={"Authorization": "Bearer s3crét".encode()})
+    assert r.status_code == 401
+    assert c.get("/sessions", headers={"Cookie": "aaco_token=ünïcode".encode()}).status_code == 401
+    u = TestClient(create_app(web_root, token="tökén"))
+    assert u.get("/sessions", headers={"Authorization": "Bearer tökén".encode()}).status_code == 200
+    assert u.get("/sessions", headers={"Cookie": "aaco_token=tökén".encode()}).status_code == 200
+    login = u.get("/", params={"token": "tökén"}, follow_redirects=False)
+    assert login.status_code == 303

@@ -53,6 +53,20 @@ def _errors(driver: Any) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
+def _wait_for(driver: Any, element_id: str) -> Any:
+    """Clicks submit forms and follow links asynchronously: wait for the next page's element."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, 60).until(ec.presence_of_element_located((By.ID, element_id)))
+    except TimeoutException:
+        text = driver.find_element(By.TAG_NAME, "body").text[:2000]
+        raise AssertionError(f"#{element_id} missing at {driver.current_url}: {text}") from None
+
+
 def _shot(driver: Any, name: str) -> Path:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
@@ -135,14 +149,14 @@ def test_dashboard_in_a_browser(browser: Any, dashboard: str) -> None:
     assert len(browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 3
     # compare the two selected sessions (newest vs the one before)
     browser.find_element(By.ID, "compare").click()
-    verdict = browser.find_element(By.ID, "verdict")
+    verdict = _wait_for(browser, "verdict")
     assert verdict.text.split()[0] in ("REGRESSION", "IMPROVEMENT", "NO", "INCONCLUSIVE")
     assert browser.find_elements(By.CSS_SELECTOR, "#quantiles tbody tr")
     _shot(browser, "dashboard-compare")
     # open a report from the list
     browser.get(dashboard + "/")
     browser.find_element(By.CSS_SELECTOR, "#sessions tbody tr a").click()
-    assert browser.find_element(By.ID, "latency-hist").size["width"] > 300
+    assert _wait_for(browser, "latency-hist").size["width"] > 300
     assert _errors(browser) == []
     # history with its chart
     browser.get(dashboard + "/ui/history?model=net")

@@ -20,6 +20,10 @@ BASELINES_DIR = "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+def is_baseline_name(name: str) -> bool:
+    return bool(_NAME.match(name))
+
+
 def check_name(name: str) -> str:
     if not _NAME.match(name):
         raise UsageError(
@@ -183,7 +187,7 @@ def resolve(spec: str, root: Path) -> tuple[list[Session], str | None]:
     p = Path(spec)
     if (p / "session.json").is_file():
         return [Session.load(p)], None
-    if _NAME.match(spec) and baseline_file(root, spec).is_file():
+    if is_baseline_name(spec) and baseline_file(root, spec).is_file():
         record = load_baseline(root, spec)
         return baseline_sessions(root, record), spec
     if p.exists():

@@ -13,8 +13,7 @@ from typing import Any
 
 from aaco.analysis.changepoint import DEFAULT_MAX_P, DEFAULT_WINDOW, change_points
 from aaco.errors import BundleError
-from aaco.session.bundle import Session, iter_sessions
-from aaco.session.catalog import session_row
+from aaco.session.catalog import iter_rows
 
 SERIES = {"p50": "p50_ms", "p90": "p90_ms"}
 
@@ -29,14 +28,9 @@ def history(
 ) -> list[dict[str, Any]]:
     """One entry per configuration group: its key, session rows and change points."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for path in iter_sessions(root):
-        try:
-            s = Session.load(path)
-        except BundleError:
-            continue
-        if s.status != "completed":
-            continue
-        row = session_row(s)
+    for _, row in iter_rows(root):
+        if isinstance(row, BundleError) or row["status"] != "completed":
+            continue  # a malformed bundle is listed by ``aaco ls``, not charted
         if model is not None and row["model"] != model:
             continue
         if backend is not None and row["backend"] != backend:

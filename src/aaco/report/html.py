@@ -237,7 +237,10 @@ def build_context(session: Session) -> dict[str, Any]:
     roof = r.get("roofline_summary") or {}
     points = (session.json_file("metrics/roofline.json") or {}).get("points") or []
     ceil = roof.get("ceilings") or {}
-    peak_f = max((ceil.get("flops_per_s") or {}).values(), default=None)
+    flops = ceil.get("flops_per_s")
+    flops = flops if isinstance(flops, dict) else {}
+    # the float32 roof, as in the terminal report (an int8 roof would flatter float ops)
+    peak_f = flops.get("float32", max(flops.values(), default=None))
     chart = svg.roofline("roofline", points, peak_f, ceil.get("bytes_per_s"), "roofline")
     if chart:
         charts["roofline"] = Markup(chart)

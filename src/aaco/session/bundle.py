@@ -46,6 +46,9 @@ FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
 SESSION_FILE = "session.json"
 LATEST = "latest"
+# session.json fields whose type readers rely on; a bundle with another type is malformed
+_OBJECT_FIELDS = ("model", "backend", "run", "clock", "phases", "worker", "telemetry")
+_TEXT_FIELDS = ("session_id", "created_utc", "finished_utc", "status", "tag", "fingerprint")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETED = "completed"
@@ -164,12 +167,20 @@ class Session:
                 f"{path}: bundle format_version {version} is not supported "
                 f"(this AACO reads {list(SUPPORTED_FORMAT_VERSIONS)})"
             )
+        for key in _OBJECT_FIELDS:
+            if meta.get(key) is not None and not isinstance(meta[key], dict):
+                raise BundleError(f"{path}: {SESSION_FILE} field {key!r} is not an object")
+        for key in _TEXT_FIELDS:
+            if meta.get(key) is not None and not isinstance(meta[key], str):
+                raise BundleError(f"{path}: {SESSION_FILE} field {key!r} is not a string")
         return cls(path=p.resolve(), meta=meta)
 
     # -- metadata -------------------------------------------------------------------------
     @property
     def session_id(self) -> str:
-        return str(self.meta.get("session_id", self.path.name))
+        """The bundle's folder name: what commands and the API look a session up by (a
+        renamed or copied bundle keeps its creation id in ``meta["session_id"]``)."""
+        return self.path.name
 
     @property
     def status(self) -> str:
@@ -187,21 +198,27 @@ class Session:
             self._cache[relpath] = read_json(f) if f.is_file() else None
         return self._cache[relpath]
 
+    def _json_object(self, relpath: str) -> dict[str, Any] | None:
+        data = self.json_file(relpath)
+        if data is not None and not isinstance(data, dict):
+            raise BundleError(f"{self.path / relpath}: not a JSON object")
+        return data
+
     @property
     def env(self) -> dict[str, Any] | None:
-        return self.json_file("env.json")
+        return self._json_object("env.json")
 
     @property
     def summary(self) -> dict[str, Any] | None:
-        return self.json_file("metrics/inference_summary.json")
+        return self._json_object("metrics/inference_summary.json")
 
     @property
     def model_meta(self) -> dict[str, Any] | None:
-        return self.json_file("model/model_meta.json")
+        return self._json_object("model/model_meta.json")
 
     @property
     def ort_config(self) -> dict[str, Any] | None:
-        return self.json_file("runtime/ort_config.json")
+        return self._json_object("runtime/ort_config.json")
 
     # -- tables ---------------------------------------------------------------------------
     def has_table(self, name: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ def session_row(session: Session) -> dict[str, Any]:
     """One row: identity, configuration and headline numbers (None when unknown)."""
     meta = session.meta
     summary = session.summary or {}
-    lat = summary.get("latency_ms") or {}
-    thr = summary.get("throughput") or {}
+    lat, thr = summary.get("latency_ms") or {}, summary.get("throughput") or {}
+    if not isinstance(lat, dict) or not isinstance(thr, dict):
+        raise BundleError(f"{session.path}: inference_summary.json is malformed")
     return {
         "id": session.session_id,
         "path": str(session.path),
@@ -38,12 +40,19 @@ def list_sessions(root: Path) -> list[dict[str, Any]]:
     """Rows for every loadable bundle under ``root``, oldest first; unreadable ones are
     listed with status ``unreadable`` rather than hidden."""
     rows: list[dict[str, Any]] = []
+    for path, row in iter_rows(root):
+        if isinstance(row, BundleError):
+            # One malformed bundle must not hide the others.
+            row = {"id": path.name, "path": str(path), "status": "unreadable", "error": str(row)}
+        rows.append(row)
+    return rows
+
+
+def iter_rows(root: Path) -> Iterator[tuple[Path, dict[str, Any] | BundleError]]:
+    """``(path, row)`` for every bundle under ``root``, oldest first; the row is the
+    :class:`BundleError` that explains why a malformed bundle could not be read."""
     for path in iter_sessions(root):
         try:
-            rows.append(session_row(Session.load(path)))
-        except (BundleError, AttributeError, TypeError, ValueError, KeyError) as exc:
-            # One malformed bundle must not hide the others.
-            rows.append(
-                {"id": path.name, "path": str(path), "status": "unreadable", "error": str(exc)}
-            )
-    return rows
+            yield path, session_row(Session.load(path))
+        except BundleError as exc:
+            yield path, exc

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hmac
 import io
+import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -39,16 +41,25 @@ TOKEN_COOKIE = "aaco_token"
 MAX_LIMIT = 10_000
 
 
+def _detail(exc: Exception, root: Path) -> str:
+    """An error message without the server's paths (bundles are named relative to root)."""
+    return str(exc).replace(str(root) + os.sep, "").replace(str(root), "<sessions root>")
+
+
 def _find(root: Path, session_id: str) -> Session:
     if not SESSION_ID.match(session_id) or ".." in session_id:
         raise HTTPException(status_code=400, detail="malformed session id")
-    for path in iter_sessions(root):
-        if path.name == session_id:
-            try:
-                return Session.load(path)
-            except AacoError as exc:
-                raise HTTPException(status_code=500, detail=str(exc)) from exc
-    raise HTTPException(status_code=404, detail=f"no session {session_id}")
+    matches = [p for p in iter_sessions(root) if p.name == session_id]
+    if not matches:
+        raise HTTPException(status_code=404, detail=f"no session {session_id}")
+    if len(matches) > 1:
+        where = ", ".join(str(p.relative_to(root)) for p in matches)
+        detail = f"session id {session_id} is ambiguous: {where}"
+        raise HTTPException(status_code=409, detail=detail)
+    try:
+        return Session.load(matches[0])
+    except AacoError as exc:
+        raise HTTPException(status_code=422, detail=_detail(exc, root)) from exc
 
 
 def _rows(root: Path) -> list[dict[str, Any]]:
@@ -57,12 +68,16 @@ def _rows(root: Path) -> list[dict[str, Any]]:
     rows = list_sessions(root)
     for r in rows:
         r.pop("path", None)  # the API speaks ids, not server paths
+        if "error" in r:
+            r["error"] = _detail(Exception(r["error"]), root)
     return rows
 
 
 def create_app(root: Path, token: str | None = None) -> FastAPI:
     """The app over the sessions under ``root``; ``token`` makes every route need it."""
     root = root.resolve()
+    if token is not None and not token:
+        raise UsageError("the API token must not be empty")
     app = FastAPI(
         title="AACO API",
         version=__version__,
@@ -78,11 +93,11 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
             given = sent[7:] if sent.lower().startswith("bearer ") else ""
             given = given or request.cookies.get(TOKEN_COOKIE, "")
             query = request.query_params.get("token", "")
-            if query and request.url.path == "/" and hmac.compare_digest(query, token):
+            if query and request.url.path == "/" and _same(query, token):
                 resp = RedirectResponse("/", status_code=303)
                 resp.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
                 return resp
-            if not hmac.compare_digest(given, token):
+            if not _same(given, token):
                 return JSONResponse(
                     {"detail": "missing or wrong bearer token"},
                     status_code=401,
@@ -183,7 +198,12 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         Body: ``baseline`` and ``session`` (an id or a list of ids), optional ``threshold``
         (fraction, default 0.03) and ``gates`` (list, default ["p10"]).
         """
-        from aaco.regress.baseline import baseline_file, baseline_sessions, load_baseline
+        from aaco.regress.baseline import (
+            baseline_file,
+            baseline_sessions,
+            is_baseline_name,
+            load_baseline,
+        )
         from aaco.regress.diff import DEFAULT_THRESHOLD, diff_sessions
 
         if "baseline" not in body or "session" not in body:
@@ -196,25 +216,37 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
                 return v
             raise HTTPException(status_code=422, detail="ids must be a string or a list")
 
-        base: list[Session] = []
-        name = None
-        for b in ids(body["baseline"]):
-            if SESSION_ID.match(b) and baseline_file(root, b).is_file():
-                base += baseline_sessions(root, load_baseline(root, b))
-                name = b
-            else:
-                base.append(_find(root, b))
-        news = [_find(root, x) for x in ids(body["session"])]
         threshold = body.get("threshold", DEFAULT_THRESHOLD)
         gates = body.get("gates", ["p10"])
-        if not isinstance(threshold, (int, float)) or not isinstance(gates, list):
-            raise HTTPException(status_code=422, detail="threshold: number; gates: list")
+        if (
+            not isinstance(threshold, (int, float))
+            or isinstance(threshold, bool)
+            or not 0.0 <= threshold < 1.0
+        ):
+            raise HTTPException(status_code=422, detail="threshold: a fraction in [0, 1)")
+        if not isinstance(gates, list) or not all(isinstance(g, str) for g in gates):
+            raise HTTPException(status_code=422, detail="gates: a list of quantile names")
+        base: list[Session] = []
+        name = None
         try:
+            for b in ids(body["baseline"]):
+                if is_baseline_name(b) and baseline_file(root, b).is_file():
+                    runs = baseline_sessions(root, load_baseline(root, b))
+                    if not all(r.path.is_relative_to(root) for r in runs):
+                        raise HTTPException(
+                            status_code=422,
+                            detail=f"baseline {b!r} points outside the sessions root",
+                        )
+                    base += runs
+                    name = b
+                else:
+                    base.append(_find(root, b))
+            news = [_find(root, x) for x in ids(body["session"])]
             result = diff_sessions(
                 base, news, threshold=float(threshold), gates=gates, baseline_name=name
             )
         except AacoError as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
+            raise HTTPException(status_code=422, detail=_detail(exc, root)) from exc
         result["baseline_ref"].pop("session_path", None)
         return result
 
@@ -245,7 +277,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
     # -- dashboard --------------------------------------------------------------------------
     from aaco.web import pages
 
-    pages.mount(app, root, _rows, _filter, _find)
+    pages.mount(app, root, _rows, _filter, _find, _detail)
     return app
 
 
@@ -277,14 +309,29 @@ def _tables_of(s: Session) -> list[str]:
     return [name for name in TABLES if s.has_table(name)]
 
 
-def _jsonable(t: pa.Table) -> list[dict[str, Any]]:
-    import math
+def _same(given: str, token: str) -> bool:
+    """Constant-time comparison of UTF-8 bytes, so a non-ASCII token cannot raise. Header
+    and cookie values arrive decoded as latin-1; their raw bytes are compared too."""
+    want = token.encode()
+    try:
+        raw = given.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = b""
+    return hmac.compare_digest(given.encode(), want) | hmac.compare_digest(raw, want)
 
-    rows: list[dict[str, Any]] = t.to_pylist()
-    for r in rows:
-        for k, v in r.items():
-            if isinstance(v, float) and not math.isfinite(v):
-                r[k] = None
-            elif isinstance(v, bytes):
-                r[k] = v.hex()
-    return rows
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN and infinities (also inside lists and structs) -> null, bytes -> hex."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    return v
+
+
+def _jsonable(t: pa.Table) -> list[dict[str, Any]]:
+    return [_clean(r) for r in t.to_pylist()]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
@@ -67,6 +67,7 @@ def mount(
     rows_of: Callable[[Path], list[dict[str, Any]]],
     filter_rows: Callable[..., list[dict[str, Any]]],
     find: Callable[[Path, str], Any],
+    detail: Callable[[Exception, Path], str],
 ) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index(
@@ -101,7 +102,8 @@ def mount(
         try:
             diff = diff_sessions(a, b, allow_model_change=True)
         except AacoError as exc:
-            return _page("compare.html.j2", "Compare", error=str(exc), diff=None, a=None, b=None)
+            error = detail(exc, root)
+            return _page("compare.html.j2", "Compare", error=error, diff=None, a=None, b=None)
         return _page(
             "compare.html.j2",
             "Compare",
@@ -115,10 +117,7 @@ def mount(
     def history(model: str | None = None, backend: str | None = None) -> HTMLResponse:
         from aaco.regress.history import history as build
 
-        try:
-            groups = build(root, model=model or None, backend=backend or None)
-        except AacoError as exc:  # pragma: no cover - defensive
-            raise HTTPException(status_code=500, detail=str(exc)) from exc
+        groups = build(root, model=model or None, backend=backend or None)
         charts = [Markup(history_chart(f"history-{i}", g)) for i, g in enumerate(groups)]
         return _page(
             "history.html.j2", "History", groups=groups, charts=charts, model=model, backend=backend
