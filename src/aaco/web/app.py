@@ -41,9 +41,9 @@ TOKEN_COOKIE = "aaco_token"
 MAX_LIMIT = 10_000
 
 
-def _detail(exc: Exception, root: Path) -> str:
+def _detail(error: object, root: Path) -> str:
     """An error message without the server's paths (bundles are named relative to root)."""
-    return str(exc).replace(str(root) + os.sep, "").replace(str(root), "<sessions root>")
+    return str(error).replace(str(root) + os.sep, "").replace(str(root), "<sessions root>")
 
 
 def _find(root: Path, session_id: str) -> Session:
@@ -69,7 +69,7 @@ def _rows(root: Path) -> list[dict[str, Any]]:
     for r in rows:
         r.pop("path", None)  # the API speaks ids, not server paths
         if "error" in r:
-            r["error"] = _detail(Exception(r["error"]), root)
+            r["error"] = _detail(r["error"], root)
     return rows
 
 

@@ -67,7 +67,7 @@ def mount(
     rows_of: Callable[[Path], list[dict[str, Any]]],
     filter_rows: Callable[..., list[dict[str, Any]]],
     find: Callable[[Path, str], Any],
-    detail: Callable[[Exception, Path], str],
+    detail: Callable[[object, Path], str],
 ) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index(
