@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from aaco.analysis.bottleneck import (
@@ -13,6 +14,8 @@ from aaco.analysis.bottleneck import (
     classify,
     classify_ops,
     gather_signals,
+    micro_op_time_share,
+    profiler_scale,
 )
 from aaco.session.schema import INFERENCE_ITERS, OPS, ROOFLINE
 
@@ -156,12 +159,72 @@ def test_gather_signals_from_tables() -> None:
     assert s["first_iter_vs_p50"].value == pytest.approx(1.0)
     assert s["first_iter_excess_ms"].value == pytest.approx(0.0)
     assert s["op_share_of_latency"].value == pytest.approx(0.3)
+    # with the profiled runs timed, the same pass's share: the machine sped up or slowed
+    # down between the passes (coverage 0.3 across them), the operators took 0.9 of each run
+    same = {**summary, "profile": {**summary["profile"], "coverage_same_pass": 0.9}}
+    s2 = gather_signals(summary=same, iters=iters, ops=ops, cpu_count=2)
+    assert s2["op_share_of_latency"].value == pytest.approx(0.9)
     assert s["memory_bound_time_share"].value is None
     assert s["memory_bound_time_share"].missing == "no roofline"
     v = classify(s)
     # the clock moved 20 % during the window: that comes first, the host work second
     assert v["bottleneck_class"] == "frequency-scaling"
     assert v["secondary"][0]["class"] == "cpu-bound"
+
+
+def _op_rows(spec: list[tuple[int, str, int]]) -> Any:
+    """OPS rows from (iteration, node, dur_ns) triples."""
+    return OPS.from_rows(
+        [
+            {"source": "onnxruntime", "iteration": it, "node_name": n, "op_type": "Add",
+             "start_ns": 0, "dur_ns": d}
+            for it, n, d in spec
+        ]
+    )  # fmt: skip
+
+
+def test_micro_op_share_ignores_a_stalled_execution() -> None:
+    # 400 nodes of 2 us in each of 10 iterations; in iteration 3, five of them stall 3 ms
+    # (a preemption): summed durations would give 15,990 / 30,990 = 0.52 (the class flips)
+    spec = [(it, f"n{k}", 2_000) for it in range(10) for k in range(400)]
+    spec = [(it, n, 3_000_000 if it == 3 and n in {"n0", "n1", "n2", "n3", "n4"} else d)
+            for it, n, d in spec]  # fmt: skip
+    assert micro_op_time_share(_op_rows(spec)) == 1.0
+    # a slow node stays slow when one of its executions was fast: 50 us x 9, 2 us once
+    spec = [(it, "slow", 2_000 if it == 0 else 50_000) for it in range(10)]
+    spec += [(it, "fast", 5_000) for it in range(10)]
+    assert micro_op_time_share(_op_rows(spec)) == pytest.approx(5 / 55)
+
+
+def test_micro_op_share_in_measured_time() -> None:
+    # 400 nodes recorded at 7-14 us under a profiler that made the pass 25x slower: in the
+    # measured pass they are sub-us operators (zoo-launch on the 2-core machine)
+    spec = [(it, f"n{k}", 7_000 + 15 * k + 100 * it) for it in range(10) for k in range(400)]
+    assert micro_op_time_share(_op_rows(spec)) < 0.5
+    assert micro_op_time_share(_op_rows(spec), 25.0) == 1.0
+    assert profiler_scale({"profile": {"profiler_inflation": 25.0}}) == 25.0
+    # a profiled pass that ran faster, or no figure: durations are taken as recorded
+    assert profiler_scale({"profile": {"profiler_inflation": 0.8}}) == 1.0
+    assert profiler_scale({"profile": {"profiler_inflation": None}}) == 1.0
+    assert profiler_scale(None) == 1.0
+    ops = _op_rows(spec)
+    summary = {"latency_ms": {"p50": 0.2}, "profile": {"profiler_inflation": 25.0}}
+    assert gather_signals(summary=summary, iters=None, ops=ops)["micro_op_time_share"].value == 1
+
+
+def test_micro_op_share_typical_time_per_iteration() -> None:
+    # "loop" runs 3 x 4 us per iteration (typical 12 us, micro); "big" 30 us but only in
+    # 1 of 3 iterations (typical time per iteration: the median of 30, 0, 0 = 0);
+    # "mid" 20 us every iteration -> 12 / (12 + 0 + 20)
+    spec = [(it, "loop", 4_000) for it in range(3) for _ in range(3)]
+    spec += [(0, "big", 30_000)] + [(it, "mid", 20_000) for it in range(3)]
+    assert micro_op_time_share(_op_rows(spec)) == pytest.approx(12 / 32)
+    # rows without an iteration do not count; nothing but zero durations: no share
+    assert micro_op_time_share(_op_rows([(0, "a", 0), (1, "a", 0)])) is None
+    t = OPS.from_rows([{"source": "onnxruntime", "iteration": None, "node_name": "x",
+                        "op_type": "Add", "start_ns": 0, "dur_ns": 1_000}])  # fmt: skip
+    assert micro_op_time_share(t) is None
+    assert micro_op_time_share(pa.concat_tables([t, _op_rows([(0, "a", 2_000)])])) == 1.0
 
 
 def test_classify_ops() -> None:

@@ -37,6 +37,16 @@ def test_micro_op_chains() -> None:
     assert micro_op_chains(None) is None
 
 
+def test_micro_op_chains_in_measured_time() -> None:
+    # recorded under a profiler that made the pass 4x slower: 12 and 16 us are 3 and 4 us
+    # of the measured pass, one chain of 2 with floor 3 us: min(1 x 3, 7 / 2) = 3 us
+    c = micro_op_chains(_ops([[12, 16]]), scale=4.0)
+    assert c is not None and c["chain_count"] == 1
+    assert c["dispatch_floor_ns"] == pytest.approx(3100)  # 10th percentile of 3 and 4 us
+    assert c["fusable_ns"] == pytest.approx(3100)
+    assert micro_op_chains(_ops([[12, 16]]))["chain_count"] == 0  # type: ignore[index]
+
+
 def _sig(**v: float) -> dict[str, Signal]:
     return {k: Signal(k, x, "", "test") for k, x in v.items()}
 

@@ -49,8 +49,10 @@ def test_zoo_workload_is_classified(model: str, calibrated: dict[str, str],
     p = aaco("run", "--model", model, "--report", "none", "-o", str(tmp_path), env=calibrated)
     assert p.returncode == 0, p.stderr
     v = _verdict(tmp_path)
-    assert v["bottleneck_class"] == ZOO[model], (v["bottleneck_class"], v["top_evidence"],
-                                                 v["secondary"])  # fmt: skip
+    # on failure, say what the classifier saw: its explanation, each class's evidence, gaps
+    assert v["bottleneck_class"] == ZOO[model], json.dumps(
+        {k: v[k] for k in ("bottleneck_class", "explanation", "evidence_by_class",
+                           "missing_evidence")}, indent=1)  # fmt: skip
     assert v["confidence"] is not None and 0 < v["confidence"] <= 1
     assert all(e["holds"] for e in v["top_evidence"] if e["required"])
     roof = json.loads((tmp_path / "latest" / "metrics" / "roofline.json").read_text())

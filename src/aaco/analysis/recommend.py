@@ -7,7 +7,8 @@ first"):
 
 - micro-op chains (launch-bound): fusing a chain of L consecutive operators each shorter
   than ``MICRO_OP_NS`` into one saves L - 1 dispatches: min((L - 1) x dispatch floor,
-  (L - 1) / L x chain time), the floor being the 10th percentile of micro-op times;
+  (L - 1) / L x chain time), the floor being the 10th percentile of micro-op times
+  (durations divided by the profiler's inflation first, so they are the measured pass's);
 - memory- or compute-bound operators: time x (1 - 1 / headroom), the time above the roof
   (an operator at its roof has nothing to gain there);
 - host work in the iteration: its whole median time, if moved off the critical path;
@@ -29,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aaco.analysis.bottleneck import MICRO_OP_NS, Signal
+from aaco.analysis.bottleneck import MICRO_OP_NS, Signal, profiler_scale
 
 __all__ = ["micro_op_chains", "recommend"]
 
@@ -41,8 +42,12 @@ GPU_PROVIDERS = {
 }
 
 
-def micro_op_chains(ops: pa.Table | None) -> dict[str, Any] | None:
+def micro_op_chains(ops: pa.Table | None, scale: float = 1.0) -> dict[str, Any] | None:
     """Runs of consecutive operators shorter than MICRO_OP_NS, per profiled iteration.
+
+    The recorded durations are divided by ``scale`` first (the profiler's inflation,
+    :func:`~aaco.analysis.bottleneck.profiler_scale`), so that sizes, the floor and the
+    saving are those of the measured pass.
 
     Fusing a chain of L operators saves L - 1 dispatches: min((L - 1) x the dispatch floor,
     (L - 1) / L x the chain's time), the floor being the 10th percentile of all micro-op
@@ -58,7 +63,7 @@ def micro_op_chains(ops: pa.Table | None) -> dict[str, Any] | None:
         return None
     t = t.sort_by([("iteration", "ascending"), ("start_ns", "ascending")])
     it = t.column("iteration").to_numpy()
-    dur = t.column("dur_ns").to_numpy().astype(np.float64)
+    dur = t.column("dur_ns").to_numpy().astype(np.float64) / scale
     names = t.column("node_name").to_pylist()
     types = t.column("op_type").to_pylist()
     micro = dur[dur < MICRO_OP_NS]
@@ -136,7 +141,7 @@ def recommend(
     conf_of = {verdict.get("bottleneck_class"): verdict.get("confidence")}
     items: list[dict[str, Any]] = []
 
-    chains = micro_op_chains(ops)
+    chains = micro_op_chains(ops, profiler_scale(summary))
     if chains and chains["fusable_ns"] > 0:
         level = graph_optimization_level or "unknown"
         if gpu:

@@ -5,9 +5,10 @@ construction (``aaco models list`` shows each one's ``expected_bottleneck``).
   few nanoseconds of work and pays a microsecond-scale dispatch (launch-bound).
 - ``zoo_compute``: a chain of large float32 GEMMs, ~90 FLOP per byte, far above any CPU's
   ridge point (compute-bound).
-- ``zoo_memory``: an elementwise chain over 128 MiB tensors ([8192, 4096] float32), 1 FLOP
-  per 8 bytes, far below the ridge point and several times a server CPU's last-level cache
-  (memory-bound).
+- ``zoo_memory``: an elementwise chain over 256 MiB tensors ([16384, 4096] float32), 1 FLOP
+  per 8 bytes, far below the ridge point; each op moves 512 MiB, more than the largest
+  last-level cache a server CPU reports (Intel Xeon 6: 504 MiB; AMD EPYC: 32-96 MiB per
+  CCD), so its traffic is DRAM's on any of them (memory-bound).
 - ``zoo_latency``: one 8x8 Gemm and a Relu: a few hundred FLOPs, so the fixed cost of a
   call is the latency (latency-bound).
 - ``zoo_image``: a small convolutional head on a 224x224 image; run with ``preprocess:
@@ -76,7 +77,7 @@ def zoo_compute(
 
 
 def zoo_memory(
-    *, rows: int = 8192, cols: int = 4096, ops: int = 4, seed: int = 0, dtype: str = "float32"
+    *, rows: int = 16384, cols: int = 4096, ops: int = 4, seed: int = 0, dtype: str = "float32"
 ) -> onnx.ModelProto:
     """``ops`` elementwise nodes (Add / Mul with a scalar) over a [rows, cols] tensor.
 
