@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -11,6 +12,7 @@ from aaco.analysis.bottleneck import (
     RULES,
     Condition,
     Signal,
+    _group_medians,
     classify,
     classify_ops,
     gather_signals,
@@ -210,6 +212,23 @@ def test_micro_op_share_in_measured_time() -> None:
     ops = _op_rows(spec)
     summary = {"latency_ms": {"p50": 0.2}, "profile": {"profiler_inflation": 25.0}}
     assert gather_signals(summary=summary, iters=None, ops=ops)["micro_op_time_share"].value == 1
+
+
+def test_group_medians_match_numpy() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, size = int(rng.integers(1, 6)), int(rng.integers(1, 8))
+        data = {g: list(rng.integers(0, 50, int(rng.integers(1, size + 1))).astype(float))
+                for g in range(n)}  # fmt: skip
+        groups = np.array([g for g, v in data.items() for _ in v])
+        values = np.array([x for v in data.values() for x in v])
+        perm = rng.permutation(len(values))
+        got = _group_medians(groups[perm], values[perm], n)
+        assert np.allclose(got, [np.median(data[g]) for g in range(n)])
+        # padded with zeros to `size` values (a node absent from some iterations)
+        got = _group_medians(groups[perm], values[perm], n, size=size)
+        want = [np.median(data[g] + [0.0] * (size - len(data[g]))) for g in range(n)]
+        assert np.allclose(got, want)
 
 
 def test_micro_op_share_typical_time_per_iteration() -> None:

@@ -245,15 +245,23 @@ def _ops_signals(ops: pa.Table | None, scale: float = 1.0) -> list[Signal]:
     ]
 
 
-def _group_medians(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Median of ``values`` per group id 0..n-1 (every id present)."""
+def _group_medians(
+    groups: np.ndarray, values: np.ndarray, n: int, size: int | None = None
+) -> np.ndarray:
+    """Median of ``values`` (>= 0) per group id 0..n-1, every id present; with ``size``,
+    each group counts as ``size`` values, the missing ones zeros."""
     order = np.lexsort((values, groups))
     v, g = values[order], groups[order]
     starts = np.searchsorted(g, np.arange(n), side="left")
-    ends = np.searchsorted(g, np.arange(n), side="right")
-    lo = v[starts + (ends - starts - 1) // 2]
-    hi = v[starts + (ends - starts) // 2]
-    return np.asarray((lo + hi) / 2.0)
+    count = np.searchsorted(g, np.arange(n), side="right") - starts
+    total = count if size is None else np.full(n, size)
+    pad = total - count  # zeros sort first
+
+    def at(pos: np.ndarray) -> np.ndarray:
+        idx = np.minimum(starts + np.maximum(pos - pad, 0), len(v) - 1)
+        return np.where(pos < pad, 0.0, v[idx])
+
+    return np.asarray((at((total - 1) // 2) + at(total // 2)) / 2.0)
 
 
 def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
@@ -282,9 +290,10 @@ def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
     dur = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)
     n_nodes, n_iter = int(node.max()) + 1, int(it.max()) + 1
     per_call = _group_medians(node, dur, n_nodes)
-    per_iter = np.zeros((n_nodes, n_iter))
-    np.add.at(per_iter, (node, it.reshape(-1)), dur)
-    typical = np.median(per_iter, axis=1)
+    # each node's time in each iteration it ran, then its median over all iterations
+    keys, inverse = np.unique(node * n_iter + it.reshape(-1), return_inverse=True)
+    sums = np.bincount(inverse.reshape(-1), weights=dur)
+    typical = _group_medians(keys // n_iter, sums, n_nodes, size=n_iter)
     total = float(typical.sum())
     if not total:
         return None
