@@ -11,9 +11,11 @@ the machine hit every configuration alike. Then:
   regression;
 * A/B: (base, variant) pairs -> the rate at which each method flags REGRESSION.
 
-Each comparison is made once per pair (``compare``, 2 000 resamples, fixed seed) and its
-95 % interval of the p50 ratio is judged against every margin with the interval rule of
-docs/methodology.md. ``--runs-per-side 1,3`` evaluates single sessions (every pair) and
+Each comparison is made once per pair (``compare``, 2 000 resamples, fixed seed) and then
+judged against every margin and gate with ``Comparison.at_margin``: the whole verdict of
+``aaco diff`` (interval rule, Holm, bimodal gates, the median's shape guard), followed by
+its measurement-validity check on each session's CPU contention (``contention_reason``),
+as ``aaco diff`` applies it. ``--runs-per-side 1,3`` evaluates single sessions (every pair) and
 groups of 3 sessions per side (300 random draws; disjoint groups for A/A), pooled by the
 two-stage bootstrap that ``aaco diff -b B1 -b B2 -b B3 -s S1 -s S2 -s S3`` uses.
 The slowdown of each variant is measured as the ratio of the median of its session medians
@@ -44,15 +46,19 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from aaco.analysis.compare import (
-    IMPROVEMENT,
     INCONCLUSIVE,
-    NO_CHANGE,
     REGRESSION,
+    Comparison,
     compare,
     noise_floor,
     welch_flags_regression,
 )
-from aaco.regress.diff import measured_latencies
+from aaco.regress.diff import (
+    POOLED_RUNS,
+    contention_reason,
+    cpu_contention,
+    measured_latencies,
+)
 from aaco.session.bundle import Session
 
 
@@ -119,17 +125,24 @@ def main() -> None:
     runs_per_side = [int(x) for x in a.runs_per_side.split(",") if x]
     if a.load:
         saved = np.load(a.load)
-        sessions = {
-            k: [saved[f"{k}_{i}"] for i in range(int(saved[f"n_{k}"]))] for k in [0, *extras]
+        keys = [0, *extras]
+        sessions = {k: [saved[f"{k}_{i}"] for i in range(int(saved[f"n_{k}"]))] for k in keys}
+        # files saved before contention was recorded: unknown (nan), never a made-up 0
+        contention = {
+            k: [float(saved.get(f"c_{k}_{i}", np.nan)) for i in range(len(sessions[k]))]
+            for k in keys
         }
         run_s = 0.0
     else:
-        sessions, run_s = _run_all(a, extras)
+        sessions, contention, run_s = _run_all(a, extras)
     if a.save:
         arrays = {f"{k}_{i}": x for k, xs in sessions.items() for i, x in enumerate(xs)}
         arrays |= {f"n_{k}": np.array(len(xs)) for k, xs in sessions.items()}
+        arrays |= {
+            f"c_{k}_{i}": np.array(c) for k, cs in contention.items() for i, c in enumerate(cs)
+        }
         np.savez_compressed(a.save, **arrays)
-    result = analyse(sessions, extras, thresholds, runs_per_side)
+    result = analyse(sessions, contention, extras, thresholds, runs_per_side)
     result["config"] = {k: str(v) for k, v in vars(a).items()}
     result["machine"] = {"cpus": os.cpu_count()}
     result["run_seconds"] = run_s
@@ -140,7 +153,7 @@ def main() -> None:
 
 def _run_all(
     a: argparse.Namespace, extras: list[int]
-) -> tuple[dict[int, list[np.ndarray[Any, Any]]], float]:
+) -> tuple[dict[int, list[np.ndarray[Any, Any]]], dict[int, list[float]], float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "sessions"
         models = {0: Path(tmp) / "m0" / "chain.onnx"}
@@ -150,6 +163,7 @@ def _run_all(
             chain_model(models[e], a.layers + e, a.hidden, a.batch)
         # interleave: each round runs the base and, while they last, each variant
         sessions: dict[int, list[np.ndarray[Any, Any]]] = {k: [] for k in models}
+        contention: dict[int, list[float]] = {k: [] for k in models}
         t0 = time.perf_counter()
         rounds = max(a.base_runs, a.variant_runs)
         for r in range(rounds):
@@ -157,21 +171,24 @@ def _run_all(
                 want = a.base_runs if k == 0 else a.variant_runs
                 if len(sessions[k]) < want:
                     path = run_session(models[k], root, a, f"extra{k}")
-                    sessions[k].append(measured_latencies(Session.load(path)))
+                    s = Session.load(path)
+                    sessions[k].append(measured_latencies(s))
+                    c = cpu_contention(s)
+                    contention[k].append(np.nan if c is None else c)
             print(f"round {r + 1}/{rounds} done, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        return sessions, time.perf_counter() - t0
+        return sessions, contention, time.perf_counter() - t0
 
 
-def _verdict(ci: tuple[float, float], delta: float) -> str:
-    # the interval rule of docs/methodology.md, applied to the 95 % interval of the p50 ratio
-    lo, hi = ci
-    if lo > 1 + delta:
-        return REGRESSION
-    if hi < 1 - delta:
-        return IMPROVEMENT
-    if lo >= 1 - delta and hi <= 1 + delta:
-        return NO_CHANGE
-    return INCONCLUSIVE
+def _side_contention(values: list[float]) -> float | None:
+    """The most contended run of a side (nan = unknown)."""
+    known = [v for v in values if not np.isnan(v)]
+    return max(known) if known else None
+
+
+def _verdict(c: Comparison, delta: float, gate: str, ca: float | None, cb: float | None) -> str:
+    """``aaco diff``'s verdict: the statistics, then the measurement-validity check."""
+    v = c.at_margin(delta, (gate,)).verdict
+    return INCONCLUSIVE if contention_reason(ca, cb, v) else v
 
 
 def _pairs(
@@ -197,6 +214,7 @@ def _pairs(
 
 def analyse(
     sessions: dict[int, list[np.ndarray[Any, Any]]],
+    contention: dict[int, list[float]],
     extras: list[int],
     thresholds: list[float],
     runs_per_side: list[int],
@@ -223,6 +241,9 @@ def analyse(
             * 100
             for e in extras
         },
+        "contention_max": {
+            k: (None if all(np.isnan(v)) else float(np.nanmax(v))) for k, v in contention.items()
+        },
         "by_runs": {},
     }
     t1 = time.perf_counter()
@@ -230,7 +251,7 @@ def analyse(
     rng = np.random.default_rng(0)
     for k in runs_per_side:
         configs = [(0, True)] + [(e, False) for e in extras]
-        # per configuration and pair: (95 % CI of the p50 ratio, of the p10 ratio, floor)
+        # per configuration and pair: (comparison, p50 floor, p10 floor, contention a, b)
         cis: dict[int, list[tuple[Any, ...]]] = {}
         welch: dict[int, float] = {}
         for e, same in configs:
@@ -248,7 +269,11 @@ def analyse(
                     noise_floor([float(v) for i, v in enumerate(vals) if i not in used]) or 0.0
                     for vals in (base_meds, base_p10s)
                 ]
-                cis[e].append((c.metrics["p50"].ci, c.metrics["p10"].ci, *floors))
+                cont = (
+                    _side_contention([contention[0][i] for i in ia]),
+                    _side_contention([contention[e][j] for j in ib]),
+                )
+                cis[e].append((c, *floors, *cont))
                 flags += welch_flags_regression(a, b)
             welch[e] = flags / len(pairs)
             n_diffs += len(pairs)
@@ -256,13 +281,18 @@ def analyse(
         for gate, gi in (("p50", 0), ("p10", 1)):
             for th in [*thresholds, "history"]:
 
-                def margin(x: tuple[Any, ...], th: Any = th, gi: int = gi) -> float:
-                    return max(0.03, x[2 + gi]) if th == "history" else float(th) / 100
+                def margin(x: tuple[Any, ...], th: Any = th, gi: int = gi, k: int = k) -> float:
+                    # as aaco diff: no learned floor on top of POOLED_RUNS pooled runs a side
+                    if th != "history" or k >= POOLED_RUNS:
+                        return 0.03 if th == "history" else float(th) / 100
+                    return max(0.03, x[1 + gi])
 
-                aa = [_verdict(x[gi], margin(x)) for x in cis[0]]
+                def judge(x: tuple[Any, ...], gate: str = gate) -> str:
+                    return _verdict(x[0], margin(x), gate, x[3], x[4])
+
+                aa = [judge(x) for x in cis[0]]
                 power = {
-                    e: sum(_verdict(x[gi], margin(x)) == REGRESSION for x in cis[e]) / len(cis[e])
-                    for e in extras
+                    e: sum(judge(x) == REGRESSION for x in cis[e]) / len(cis[e]) for e in extras
                 }
                 detected = [e for e in extras if power[e] >= 0.95]
                 measure = result["slowdowns_p10" if gate == "p10" else "slowdowns"]
@@ -298,6 +328,11 @@ def report(r: dict[str, Any]) -> None:
         for e, s in r["slowdowns"].items()
     )
     print(f"measured slowdowns (p50 of session medians): {slow}")
+    cont = ", ".join(
+        f"{'base' if k == 0 else f'+{k}'}: {'unknown' if c is None else f'{c:.0%}'}"
+        for k, c in r["contention_max"].items()
+    )
+    print(f"largest CPU share of other processes in a measured phase: {cont}")
     for k, g in r["by_runs"].items():
         print(f"-- {k} run(s) per side: {g['aa_pairs']} A/A pairs, A/B pairs {g['ab_pairs']}")
         w = g["welch_regression_rate"]

@@ -90,11 +90,26 @@ def derived_session(
     write_table(dst / "metrics" / "inference_iters.parquet", table)
     summary = json.loads((dst / "metrics" / "inference_summary.json").read_text())
     summary.update(summarize_iterations(table, 1))
+    # the source's telemetry did not watch these latencies: its CPU figures are unknown
+    # here (a busy moment while the source ran must not judge the derived session)
+    tel = summary.get("telemetry") or {}
+    for key in ("sys_cpu_pct_mean", "proc_cpu_pct_mean"):
+        if key in tel:
+            tel[key] = None
     (dst / "metrics" / "inference_summary.json").write_text(json.dumps(summary))
     meta = json.loads((dst / "session.json").read_text())
     meta["session_id"] = session_id
     if created_utc:
         meta["created_utc"] = created_utc
+    (dst / "session.json").write_text(json.dumps(meta))
+    return dst
+
+
+def with_run_setting(source: Path, dst: Path, key: str, value: object) -> Path:
+    """A copy of a bundle whose ``session.json`` run setting ``key`` is ``value``."""
+    shutil.copytree(source, dst)
+    meta = json.loads((dst / "session.json").read_text())
+    meta["run"][key] = value
     (dst / "session.json").write_text(json.dumps(meta))
     return dst
 

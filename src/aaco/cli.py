@@ -1,12 +1,15 @@
 """The ``aaco`` command line: thin commands over the library; the only module that prints.
 
-Exit codes: 0 success; 1 a run that failed or timed out; 2 a usage error (bad option, unknown
-name, unreadable or malformed input, a path that is not a bundle); 130 interrupted.
+Exit codes: 0 success; 1 a run that failed or timed out, a regression (``diff``) or a
+violated rule (``check``); 2 a usage error (bad option, unknown name, unreadable or malformed
+input, a path that is not a bundle); 3 an inconclusive ``diff``; 4 an internal error of AACO
+itself (a bug: rerun with --debug and report the traceback); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -418,21 +421,21 @@ def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
 
 
 def _threshold(value: str) -> float:
-    """``5%``, ``5`` (percent) or ``0.05`` (fraction below 1) -> 0.05."""
+    """A percentage, with or without the sign: ``5%`` and ``5`` -> 0.05, ``0.5`` -> 0.005.
+
+    Bare numbers are always percent: reading ``0.5`` as a fraction (50 %) but ``1`` as 1 %
+    would make the meaning jump at 1.
+    """
     text = value.strip()
     try:
-        if text.endswith("%"):
-            v = float(text[:-1]) / 100.0
-        else:
-            v = float(text)
-            v = v / 100.0 if v >= 1 else v
+        v = float(text[:-1] if text.endswith("%") else text) / 100.0
     except ValueError:
         raise UsageError(
             f"--threshold {value!r}: expected a percentage such as 5% or 2.5"
         ) from None
-    if not 0 <= v < 1:
+    if not (math.isfinite(v) and 0 <= v < 1):
         raise UsageError(f"--threshold {value!r}: must lie in [0 %, 100 %)")
-    return v
+    return abs(v)  # -0 % is 0 %
 
 
 def _session_path(session: str, sessions: Path | None) -> Path:
@@ -461,7 +464,8 @@ def _session_path(session: str, sessions: Path | None) -> Path:
     "-t",
     default="3%",
     show_default=True,
-    help="Smallest change that matters; the margin is max(this, the baseline's noise floor).",
+    help="Smallest change that matters, in percent (3% or 3); the margin is max(this, the "
+    "baseline's noise floor).",
 )
 @click.option(
     "--gate",
@@ -483,6 +487,12 @@ def _session_path(session: str, sessions: Path | None) -> Path:
 @click.option(
     "--no-history", is_flag=True, help="Ignore the baseline's history (no learned noise floor)."
 )
+@click.option(
+    "--allow-contention",
+    is_flag=True,
+    help="Judge even when other processes took the CPU during a measured phase (by default "
+    "that makes a REGRESSION or IMPROVEMENT inconclusive).",
+)
 def diff(
     baselines: tuple[str, ...],
     session_args: tuple[str, ...],
@@ -492,6 +502,7 @@ def diff(
     fmt: str,
     allow_model_change: bool,
     no_history: bool,
+    allow_contention: bool,
 ) -> int:
     """Did SESSION regress against BASELINE? Writes regress/diff.json and verdict.json.
 
@@ -517,23 +528,25 @@ def diff(
         threshold=_threshold(threshold),
         gates=gates,
         baseline_name=",".join(names) or None,
-        sessions_root=root if root.is_dir() else None,
+        sessions_root=root.resolve() if root.is_dir() else None,
         allow_model_change=allow_model_change,
         use_history=not no_history,
+        check_contention=not allow_contention,
     )
     for target in targets:
         try:
             write_diff(target, result)
         except OSError as exc:
             raise InputError(f"cannot write into {target.path}: {exc.strerror or exc}") from exc
+    # loud on stderr whatever the format, so that CI logs show them next to the exit code
+    for w in result["verdict"]["warnings"]:
+        if w.startswith(("DIFFERENT", "different", "MEASUREMENT")):
+            _err(f"warning: {w}")
     if fmt == "json":
         _out(json.dumps(result, indent=2))
     elif fmt == "markdown":
         _out(render_diff_markdown(result))
     else:
-        for w in result["verdict"]["warnings"]:
-            if w.startswith(("DIFFERENT", "different")):
-                _err(w)
         _out(render_diff_terminal(result, width=_width(), color=_color()))
     code: int = result["verdict"]["exit_code"]
     return code
@@ -902,7 +915,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if debug:
             raise
+        # 4, not 1: a CI gate must not read a crash as "regression" (diff) or "failed run"
         _fail(
-            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 1
+            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 4
         )
     sys.exit(rc if isinstance(rc, int) else 0)

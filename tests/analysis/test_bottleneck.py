@@ -12,13 +12,14 @@ from aaco.analysis.bottleneck import (
     RULES,
     Condition,
     Signal,
-    _group_medians,
     classify,
     classify_ops,
     gather_signals,
     micro_op_time_share,
     profiler_scale,
 )
+from aaco.analysis.ops import group_medians
+from aaco.analysis.roofline import node_roofline
 from aaco.session.schema import INFERENCE_ITERS, OPS, ROOFLINE
 
 
@@ -223,10 +224,10 @@ def test_group_medians_match_numpy() -> None:
         groups = np.array([g for g, v in data.items() for _ in v])
         values = np.array([x for v in data.values() for x in v])
         perm = rng.permutation(len(values))
-        got = _group_medians(groups[perm], values[perm], n)
+        got = group_medians(groups[perm], values[perm], n)
         assert np.allclose(got, [np.median(data[g]) for g in range(n)])
         # padded with zeros to `size` values (a node absent from some iterations)
-        got = _group_medians(groups[perm], values[perm], n, size=size)
+        got = group_medians(groups[perm], values[perm], n, size=size)
         want = [np.median(data[g] + [0.0] * (size - len(data[g]))) for g in range(n)]
         assert np.allclose(got, want)
 
@@ -263,6 +264,25 @@ def test_classify_ops() -> None:
     assert got["gemm"]["bottleneck_class"] == "compute-bound"
     assert got["gemm"]["confidence"] == 0.8
     assert got["custom"]["bottleneck_class"] == "unknown" and got["custom"]["confidence"] is None
+
+
+def test_classify_ops_zero_time_per_call_is_unknown() -> None:
+    # a profile imported next to another one (ORT nodes in 10 iterations, a Kineto trace in
+    # 100): a node's median time per iteration is one of implicit zeros, 0 ns per call
+    ops = _op_rows([(it, "a", 5_000) for it in range(3)] + [(0, "rare", 30_000)])
+    rows = node_roofline(ops, None, None, None, None)
+    assert {r["name"]: r["time_ns"] for r in rows.to_pylist()}["rare"] == 0
+    rows = pa.concat_tables([rows, ROOFLINE.from_rows([
+        {"level": "node", "name": "zero", "op_type": "Add", "calls_per_iter": 1.0, "time_ns": 0.0},
+        {"level": "node", "name": "untimed", "op_type": "Add", "calls_per_iter": 1.0},
+        {"level": "node", "name": "no calls", "op_type": "Add", "calls_per_iter": 0.0,
+         "time_ns": 8_000.0},
+    ])])  # fmt: skip
+    got = {r["name"]: r for r in classify_ops(rows)}
+    assert got["a"]["bottleneck_class"] == "launch-bound"  # 5 us per call
+    for name in ("rare", "zero", "untimed", "no calls"):
+        assert got[name]["bottleneck_class"] == "unknown" and got[name]["confidence"] is None
+        assert got[name]["evidence"][0] == {"signal": "time_per_call_us", "value": None}
 
 
 def test_taxonomy_doc_lists_every_rule_as_coded() -> None:

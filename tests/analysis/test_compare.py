@@ -119,7 +119,7 @@ def test_several_gates_are_holm_corrected() -> None:
 
 def test_noise_floor_known_value() -> None:
     medians = [math.exp(v) for v in (0.0, 0.01, -0.01, 0.02, -0.02)]
-    assert noise_floor(medians) == pytest.approx(math.expm1(3 * 1.4826 * 0.01))
+    assert noise_floor(medians) == pytest.approx(math.expm1(3 * math.sqrt(2) * 1.4826 * 0.01))
     assert noise_floor(medians[:4]) is None
 
 
@@ -170,3 +170,63 @@ def test_one_run_given_as_a_list_of_runs_is_the_single_series_method() -> None:
     assert compare([a], [b], delta=0.01).to_json() == compare(a, b, delta=0.01).to_json()
     with pytest.raises(ValueError, match="run of 5"):
         compare([a, a[:5]], b, delta=0.01)
+
+
+def test_bimodal_mass_moving_to_the_slow_mode_is_a_regression() -> None:
+    # the fast mode (and so p10) stays put while half of the iterations more take the slow
+    # path: the median doubles; p10 alone would call this NO CHANGE
+    rng = np.random.default_rng(11)
+
+    def mix(slow_share: float) -> np.ndarray:  # type: ignore[type-arg]
+        n_slow = int(300 * slow_share)
+        x = np.r_[rng.normal(1.0, 0.01, 300 - n_slow), rng.normal(2.0, 0.02, n_slow)]
+        rng.shuffle(x)
+        return x
+
+    c = compare(mix(0.2), mix(0.7), delta=0.03)
+    assert c.bimodal == (True, True)
+    assert abs(c.metrics["p10"].delta_pct) < 3
+    assert c.metrics["p50"].delta_pct > 90
+    assert c.verdict == REGRESSION
+    assert c.gates == ("p10", "p25", "p50", "p75") and c.requested_gates == ("p10",)
+    assert c.metrics["p50"].verdict == REGRESSION
+    assert c.metrics["p10"].verdict == NO_CHANGE
+    assert c.to_json()["method"]["multiple_testing"] == "Holm"
+
+
+def test_a_median_that_moves_while_the_gate_does_not_is_inconclusive() -> None:
+    # one mode, stretched above its p10 (x -> x + 3 (x - p10)): p10 unchanged, p50 ~ +7 %
+    rng = np.random.default_rng(12)
+    base = 1.0 + rng.gamma(2.0, 0.02, 400)
+    other = 1.0 + rng.gamma(2.0, 0.02, 400)
+    p10 = float(np.quantile(other, 0.1))
+    slow = other + 3.0 * np.maximum(other - p10, 0.0)
+    c = compare(base, slow, delta=0.03)
+    assert c.bimodal == (False, False)
+    assert c.metrics["p10"].verdict == NO_CHANGE
+    assert c.metrics["p50"].verdict is None  # it did not gate ...
+    assert c.metrics["p50"].ci[0] > 1.03  # ... but it clearly moved
+    assert c.verdict == INCONCLUSIVE
+    assert any("median disagrees with the gate" in w for w in c.warnings)
+
+
+def test_quantiles_that_do_not_gate_have_no_verdict() -> None:
+    rng = np.random.default_rng(13)
+    c = compare(rng.normal(5, 0.1, 200), rng.normal(5, 0.1, 200), delta=0.03, gates=("p50",))
+    data = c.to_json()["metrics"]
+    assert data["p50"]["verdict"] == NO_CHANGE
+    assert {data[k]["verdict"] for k in ("p10", "p25", "p75", "p90", "p99")} == {None}
+    assert data["p50"]["p_improvement_holm"] == data["p50"]["p_improvement"]  # one gate
+
+
+def test_judging_at_another_margin_equals_a_fresh_comparison() -> None:
+    rng = np.random.default_rng(14)
+    a, b = rng.normal(10, 0.2, 300), rng.normal(10.4, 0.2, 300)  # +4 %
+    c0 = compare(a, b, delta=0.0)
+    for delta in (0.0, 0.02, 0.04, 0.06, 0.2):
+        fresh = compare(a, b, delta=delta)
+        again = c0.at_margin(delta)
+        assert again.verdict == fresh.verdict
+        assert again.to_json() == fresh.to_json()
+    assert c0.at_margin(0.02).verdict == REGRESSION
+    assert c0.at_margin(0.2).verdict == NO_CHANGE

@@ -132,3 +132,53 @@ def test_no_operator_rows_is_unknown_coverage() -> None:
     cov = profile_coverage(OPS.empty(), runs, measured_mean_ms=0.02, measured_p50_ms=0.02)
     assert cov["profiled_iterations"] == 0
     assert cov["coverage"] is None and cov["coverage_same_pass"] is None
+
+
+def test_typical_time_per_iteration_is_a_median_with_implicit_zeros() -> None:
+    from aaco.analysis.ops import typical_ns_per_iter
+
+    rows = []
+    # node a: 10 us in iterations 0-3 and one 8 ms stall in iteration 4 -> median 10 us
+    # (the mean would be 1.608 ms); node b runs twice per iteration (3 + 4 us) but only
+    # in iterations 0 and 1 of 5 -> median 0
+    for it in range(5):
+        rows.append(("a", "MatMul", it, 8_000_000 if it == 4 else 10_000))
+        if it < 2:
+            rows += [("b", "Add", it, 3_000), ("b", "Add", it, 4_000)]
+    ops = OPS.from_rows(
+        [
+            {"source": "onnxruntime", "iteration": it, "node_name": n, "op_type": t,
+             "provider": "CPUExecutionProvider", "dur_ns": d}
+            for n, t, it, d in rows
+        ]
+    )  # fmt: skip
+    assert typical_ns_per_iter(ops) == {"a": pytest.approx(10_000), "b": pytest.approx(0.0)}
+    assert typical_ns_per_iter(ops, "op_type") == {
+        "MatMul": pytest.approx(10_000),
+        "Add": pytest.approx(0.0),
+    }
+    assert typical_ns_per_iter(OPS.empty()) == {}
+    with pytest.raises(ValueError, match="by must be"):
+        typical_ns_per_iter(ops, "provider")
+
+
+def test_iterations_are_counted_within_each_source() -> None:
+    from aaco.analysis.ops import per_iteration_medians
+
+    rows = []
+    # an ONNX Runtime profile of 3 iterations and an imported trace of 10 in one table: the
+    # ORT node's median is over its own 3 iterations, not 10 (7 of them zeros)
+    for it in range(3):
+        rows.append(("onnxruntime", "conv", "Conv", it, 5_000))
+    for it in range(10):
+        rows += [("pytorch", "aten::mm", "aten::mm", it, 2_000)] * 2
+    ops = OPS.from_rows(
+        [
+            {"source": src, "iteration": it, "node_name": n, "op_type": t,
+             "provider": "CPUExecutionProvider", "dur_ns": d}
+            for src, n, t, it, d in rows
+        ]
+    )  # fmt: skip
+    out = per_iteration_medians(ops, ("node_name", "op_type"))
+    assert out[("conv", "Conv")] == (pytest.approx(5_000), pytest.approx(1.0))
+    assert out[("aten::mm", "aten::mm")] == (pytest.approx(4_000), pytest.approx(2.0))

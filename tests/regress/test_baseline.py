@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from tests.cli.test_cli import aaco, assert_one_line_error
-from tests.sessions_fixtures import Sessions
+from tests.sessions_fixtures import Sessions, with_run_setting
 
 from aaco.session.bundle import Session
 
@@ -95,7 +95,41 @@ def test_a_baseline_of_several_runs(regress_sessions: Sessions, tmp_path: Path) 
         Session.load(same).session_id,
     ]
     proc = aaco(
-        "diff", "-b", "pair", "-s", str(slow), "--sessions", str(root), "-t", "25%", "-f", "json"
+        "diff",
+        "-b",
+        "pair",
+        "-s",
+        str(slow),
+        "--sessions",
+        str(root),
+        "-t",
+        "25%",
+        "-f",
+        "json",
+        "--allow-contention",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["comparison"]["runs"]["baseline"] == 2
+
+
+def test_malformed_baseline_record_is_a_usage_error(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    root = tmp_path / "sessions"
+    (root / "baselines").mkdir(parents=True)
+    (root / "baselines" / "weird.json").write_text(json.dumps({"session_path": 5, "runs": "x"}))
+    proc = aaco("diff", "-b", "weird", "-s", str(regress_sessions.same), "--sessions", str(root))
+    assert_one_line_error(proc, 2, "not a baseline record")
+    listing = aaco("baseline", "list", "--sessions", str(root))
+    assert listing.returncode == 0 and "not a baseline record" in listing.stdout
+
+
+def test_runs_of_other_settings_cannot_make_one_baseline(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    other = with_run_setting(regress_sessions.same, tmp_path / "threads", "threads", 3)
+    proc = aaco(
+        "baseline", "save", "two", "-s", str(regress_sessions.base), "-s", str(other),
+        "--sessions", str(tmp_path / "root"),
+    )  # fmt: skip
+    assert_one_line_error(proc, 2, "run settings")

@@ -73,3 +73,29 @@ def test_history_bad_input(tmp_path: Path) -> None:
     assert_one_line_error(
         aaco("history", "--sessions", str(tmp_path), "--window", "2"), 2, "window"
     )
+
+
+def test_run_settings_split_groups_and_every_change_point_is_shown(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(5)
+    levels = list(2.0 * np.exp(rng.normal(0, 0.005, 24)))
+    levels[12:] = [v * 1.15 for v in levels[12:]]  # p50 and p90 both step at #12
+    root = _history(tmp_path, regress_sessions.base, levels)
+    g = history(root)[0]
+    assert sorted(c["metric"] for c in g["change_points"] if c["index"] == 12) == ["p50", "p90"]
+    text = aaco("history", "--sessions", str(root)).stdout
+    row = next(line for line in text.splitlines() if " 12 " in line and "│" in line)
+    following = text.splitlines()[text.splitlines().index(row) + 1]
+    assert "p50 +15%" in row and "p90 +15%" in following  # one change point a line
+    assert "change point (p50) at #12" in text and "change point (p90) at #12" in text
+    assert "p90 ms" in text
+    # the same model run with other threads is another configuration, not a change point
+    last = sorted(root.glob("*/*"))[-1]
+    meta = json.loads((last / "session.json").read_text())
+    threads = meta["run"]["threads"]
+    meta["run"]["threads"] = 7
+    (last / "session.json").write_text(json.dumps(meta))
+    groups = history(root)
+    assert sorted(len(x["sessions"]) for x in groups) == [1, 23]
+    assert {x["threads"] for x in groups} == {threads, 7}

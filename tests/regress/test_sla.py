@@ -74,3 +74,15 @@ def test_missing_sla_file_and_parse_errors(regress_sessions: Sessions, tmp_path:
     assert_one_line_error(proc, 2, "no such SLA file")
     with pytest.raises(UsageError):
         load_rules(Path(__file__))  # a Python file is not a rules file
+
+
+def test_rules_list_and_mapping_rules_beside_it_both_count(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    f = tmp_path / "both.yaml"
+    f.write_text('rules:\n  - p99_ms <= 1\nthroughput: ">= 200"\n')
+    assert [r.text for r in load_rules(f)] == ["p99_ms <= 1", "throughput >= 200"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules: p99_ms <= 1\n")
+    with pytest.raises(Exception, match="must be a list"):
+        load_rules(bad)

@@ -5,6 +5,7 @@ Screenshots go to ``$AACO_TEST_OUTPUT`` (default ``test-output/`` in the reposit
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -99,6 +100,61 @@ def test_report_renders_in_a_browser(browser: Any, web_root: Path, tmp_path: Pat
     ]
     assert HOSTILE in names
     assert browser.execute_script("return document.querySelectorAll('script').length") == 1
+
+
+def test_report_crosshair_reads_every_timeline_chart_and_zooms(
+    browser: Any, web_root: Path, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    slow = next(p for p in iter_sessions(web_root) if Session.load(p).meta.get("tag") == "slow")
+    f = tmp_path / "report.html"
+    f.write_text(HtmlRenderer().render(Session.load(slow)))
+    browser.get(f.as_uri())
+    tip = browser.find_element(By.ID, "tip")
+    # the latency section's chart: the time and the latency at the pointer
+    chart = browser.find_element(By.ID, "latency-timeline")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
+    ActionChains(browser).move_to_element(chart).perform()
+    text = tip.text
+    assert tip.is_displayed() and re.search(r"t = \d+\.\d{3} s", text), text
+    assert re.search(r"latency: [\d.]+ ms", text), text
+    # the unified timeline: one tooltip lists every aligned series, a line on every chart
+    chart = browser.find_element(By.ID, "timeline-latency")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
+    ActionChains(browser).move_to_element(chart).perform()
+    text = tip.text
+    for series in ("latency: ", "process CPU: ", "system CPU: ", "context switches: "):
+        assert series in text, text
+    aligned = browser.find_elements(By.CSS_SELECTOR, "svg[data-align='timeline']")
+    assert len(aligned) >= 3
+    assert all(
+        s.find_element(By.CSS_SELECTOR, ".xhair").get_attribute("visibility") == "visible"
+        for s in aligned
+    )
+    _shot(browser, "report-crosshair")
+    # drag across the middle half: every aligned chart zooms; a double-click resets them
+    width = chart.size["width"]
+    (
+        ActionChains(browser)
+        .move_to_element_with_offset(chart, -width // 4, 0)
+        .click_and_hold()
+        .move_by_offset(width // 2, 0)
+        .release()
+        .perform()
+    )
+    for s in aligned:
+        assert "scale(" in (
+            s.find_element(By.CSS_SELECTOR, ".plot").get_attribute("transform") or ""
+        )
+    ticks = chart.find_elements(By.CSS_SELECTOR, ".xticks text")
+    assert ticks and all(t.text for t in ticks)
+    _shot(browser, "report-zoomed")
+    ActionChains(browser).double_click(chart).perform()
+    for s in aligned:
+        assert not s.find_element(By.CSS_SELECTOR, ".plot").get_attribute("transform")
+    assert _errors(browser) == []
 
 
 @pytest.fixture(scope="module")

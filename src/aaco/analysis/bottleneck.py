@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.ops import group_medians, per_iteration_medians
+
 __all__ = [
     "CLASSES",
     "MICRO_OP_NS",
@@ -245,25 +247,6 @@ def _ops_signals(ops: pa.Table | None, scale: float = 1.0) -> list[Signal]:
     ]
 
 
-def _group_medians(
-    groups: np.ndarray, values: np.ndarray, n: int, size: int | None = None
-) -> np.ndarray:
-    """Median of ``values`` (>= 0) per group id 0..n-1, every id present; with ``size``,
-    each group counts as ``size`` values, the missing ones zeros."""
-    order = np.lexsort((values, groups))
-    v, g = values[order], groups[order]
-    starts = np.searchsorted(g, np.arange(n), side="left")
-    count = np.searchsorted(g, np.arange(n), side="right") - starts
-    total = count if size is None else np.full(n, size)
-    pad = total - count  # zeros sort first
-
-    def at(pos: np.ndarray) -> np.ndarray:
-        idx = np.minimum(starts + np.maximum(pos - pad, 0), len(v) - 1)
-        return np.where(pos < pad, 0.0, v[idx])
-
-    return np.asarray((at((total - 1) // 2) + at(total // 2)) / 2.0)
-
-
 def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
     """Share of the typical operator time per iteration spent in micro-operators (0-1).
 
@@ -277,23 +260,17 @@ def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
     into a slow one nor lets its one stall outweigh hundreds of normal executions.
     Rows without an iteration are left out.
     """
-    it_col = ops.column("iteration")
-    keep = pc.is_valid(it_col)
-    if not pc.all(keep).as_py():
-        ops = ops.filter(keep)
-        it_col = ops.column("iteration")
+    ops = ops.filter(pc.is_valid(ops.column("iteration")))
     if not ops.num_rows:
         return None
     names = pc.fill_null(ops.column("node_name"), "").combine_chunks()
-    node = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    _, it = np.unique(it_col.to_numpy(zero_copy_only=False), return_inverse=True)
+    encoded = pc.dictionary_encode(names)
+    node = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     dur = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)
-    n_nodes, n_iter = int(node.max()) + 1, int(it.max()) + 1
-    per_call = _group_medians(node, dur, n_nodes)
-    # each node's time in each iteration it ran, then its median over all iterations
-    keys, inverse = np.unique(node * n_iter + it.reshape(-1), return_inverse=True)
-    sums = np.bincount(inverse.reshape(-1), weights=dur)
-    typical = _group_medians(keys // n_iter, sums, n_nodes, size=n_iter)
+    per_call = group_medians(node, dur, len(encoded.dictionary))
+    # each node's time in each iteration of its own pass, then its median over them
+    medians = per_iteration_medians(ops, ("node_name",))
+    typical = np.asarray([medians[(str(n),)][0] for n in encoded.dictionary.to_pylist()])
     total = float(typical.sum())
     if not total:
         return None
@@ -733,12 +710,17 @@ def classify_ops(rows: pa.Table | None, top_n: int = 10) -> list[dict[str, Any]]
     the roofline's bound (``memory-bound`` / ``compute-bound``) with confidence = the
     efficiency against that roof (capped at 1) — an operator far below its roof is bound
     by something else, which the confidence says; ``unknown`` without work or ceilings.
+
+    A row whose time per iteration is zero or unknown has no time per call (unknown, not
+    0 us: a median of implicit zeros over iterations the node missed, or a zero-length
+    profile event, is no measurement of its calls), and no roofline bound either.
     """
     if rows is None or not rows.num_rows:
         return []
     out = []
     for r in rows.to_pylist()[:top_n]:
-        per_call = (r["time_ns"] / r["calls_per_iter"]) if r["calls_per_iter"] else None
+        t, calls = r["time_ns"], r["calls_per_iter"]
+        per_call = t / calls if t is not None and t > 0 and calls else None
         ev = [
             {"signal": "time_per_call_us", "value": per_call / 1e3 if per_call else None},
             {"signal": "intensity", "value": r["intensity"], "threshold": r["ridge_intensity"]},

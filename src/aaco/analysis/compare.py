@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,8 @@ IMPROVEMENT = "IMPROVEMENT"
 NO_CHANGE = "NO CHANGE"
 INCONCLUSIVE = "INCONCLUSIVE"
 
+#: quantiles that gate as well when either side is bimodal ("report quantile shifts")
+BIMODAL_GATES: tuple[str, ...] = ("p25", "p50", "p75")
 #: a secondary mode counts only with at least this share of the samples on its side
 BIMODAL_MIN_MASS = 0.10
 #: ... and a valley at most this fraction of the smaller peak's density
@@ -186,8 +188,9 @@ class MetricShift:
     p_regression: float  # one-sided: P(ratio <= 1 + delta) under the bootstrap distribution
     p_improvement: float  # one-sided: P(ratio >= 1 - delta)
     p_equivalence: float  # TOST: max of the two outer tails
-    verdict: str = INCONCLUSIVE
+    verdict: str | None = None  # None for a quantile that did not gate the verdict
     p_regression_holm: float | None = None
+    p_improvement_holm: float | None = None
 
     @property
     def delta_pct(self) -> float:
@@ -208,6 +211,7 @@ class MetricShift:
             "p_regression": self.p_regression,
             "p_regression_holm": self.p_regression_holm,
             "p_improvement": self.p_improvement,
+            "p_improvement_holm": self.p_improvement_holm,
             "p_equivalence": self.p_equivalence,
             "verdict": self.verdict,
         }
@@ -241,10 +245,35 @@ class Comparison:
     bimodal: tuple[bool, bool]
     runs: tuple[int, int] = (1, 1)
     warnings: list[str] = field(default_factory=list)
+    #: the quantiles the user asked to gate on (``gates`` adds BIMODAL_GATES when bimodal)
+    requested_gates: tuple[str, ...] = ()
+    #: bootstrap ratios session/baseline, one row per quantile of ``QUANTILES``
+    ratios: np.ndarray[Any, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def primary(self) -> MetricShift:
         return self.metrics[self.gates[0]]
+
+    def at_margin(self, delta: float, gates: Sequence[str] | None = None) -> Comparison:
+        """The same bootstrap judged against another margin (and gates), no resampling."""
+        if self.ratios is None:
+            raise ValueError("this comparison kept no bootstrap ratios")
+        requested = tuple(dict.fromkeys(gates or self.requested_gates or self.gates))
+        unknown = [g for g in requested if g not in QUANTILES]
+        if unknown:
+            raise ValueError(f"unknown gate(s) {unknown}; choose from {', '.join(QUANTILES)}")
+        shifts = _shifts(self.ratios, self.metrics, delta)
+        verdict, metrics, used, notes = _judge(shifts, requested, self.alpha, self.bimodal)
+        base_warnings = [w for w in self.warnings if not w.startswith(_SHAPE_NOTE)]
+        return replace(
+            self,
+            verdict=verdict,
+            delta=delta,
+            metrics=metrics,
+            gates=used,
+            requested_gates=requested,
+            warnings=[*base_warnings, *notes],
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -252,6 +281,7 @@ class Comparison:
             "delta_pct": self.delta * 100.0,
             "alpha": self.alpha,
             "gates": list(self.gates),
+            "requested_gates": list(self.requested_gates or self.gates),
             "primary": self.gates[0],
             "metrics": {k: v.to_json() for k, v in self.metrics.items()},
             "welch": self.welch.to_json(),
@@ -296,6 +326,86 @@ def _metric_verdict(p_reg: float, p_imp: float, p_eq: float, alpha: float) -> st
     if p_eq < alpha / 2:
         return NO_CHANGE
     return INCONCLUSIVE
+
+
+#: the note the shape guard adds (``Comparison.at_margin`` replaces it)
+_SHAPE_NOTE = "the median disagrees with the gate"
+
+
+def _shifts(
+    ratios: np.ndarray[Any, Any], points: dict[str, MetricShift], delta: float
+) -> dict[str, MetricShift]:
+    """One-sided bootstrap p-values of every quantile against the margin ``delta``."""
+    if not 0 <= delta < 1:
+        raise ValueError("delta must be a fraction in [0, 1)")
+    denom = ratios.shape[1] + 1
+    out: dict[str, MetricShift] = {}
+    for i, name in enumerate(QUANTILES):
+        r = ratios[i]
+        out[name] = replace(
+            points[name],
+            p_regression=(1 + int(np.count_nonzero(r <= 1 + delta))) / denom,
+            p_improvement=(1 + int(np.count_nonzero(r >= 1 - delta))) / denom,
+            p_equivalence=max(
+                (1 + int(np.count_nonzero(r >= 1 + delta))) / denom,
+                (1 + int(np.count_nonzero(r <= 1 - delta))) / denom,
+            ),
+            verdict=None,
+            p_regression_holm=None,
+            p_improvement_holm=None,
+        )
+    return out
+
+
+def _judge(
+    shifts: dict[str, MetricShift],
+    requested: tuple[str, ...],
+    alpha: float,
+    bimodal: tuple[bool, bool],
+) -> tuple[str, dict[str, MetricShift], tuple[str, ...], list[str]]:
+    """The verdict: Holm over the gating quantiles, then the median's say.
+
+    A bimodal side makes the quartiles and the median gate too (mass moving between the
+    modes is a real change that the fast end cannot see, and a median between two modes is
+    unstable, so p25 and p75 carry it). Otherwise the median is a guard: when its own interval lies
+    wholly beyond the margin on the other side of what the gate concluded (or the gate saw
+    no change), the distribution changed shape and the verdict is INCONCLUSIVE, never a
+    NO CHANGE that hides a slower median.
+    """
+    gates = requested
+    if any(bimodal):
+        gates = tuple(dict.fromkeys((*gates, *BIMODAL_GATES)))
+    metrics = dict(shifts)
+    adj_reg = holm([metrics[g].p_regression for g in gates])
+    adj_imp = holm([metrics[g].p_improvement for g in gates])
+    verdicts: list[str] = []
+    for g, pr, pi in zip(gates, adj_reg, adj_imp, strict=True):
+        m = metrics[g]
+        v = _metric_verdict(pr, pi, m.p_equivalence, alpha)
+        verdicts.append(v)
+        metrics[g] = replace(m, verdict=v, p_regression_holm=pr, p_improvement_holm=pi)
+    if REGRESSION in verdicts:
+        overall = REGRESSION
+    elif all(v == NO_CHANGE for v in verdicts):
+        overall = NO_CHANGE
+    elif IMPROVEMENT in verdicts and all(v in (IMPROVEMENT, NO_CHANGE) for v in verdicts):
+        overall = IMPROVEMENT
+    else:
+        overall = INCONCLUSIVE
+    notes: list[str] = []
+    if "p50" not in gates and overall != INCONCLUSIVE:
+        med = metrics["p50"]
+        say = _metric_verdict(med.p_regression, med.p_improvement, med.p_equivalence, alpha)
+        if say in (REGRESSION, IMPROVEMENT) and say != overall:
+            lo, hi = med.ci_pct
+            notes.append(
+                f"{_SHAPE_NOTE}: {gates[0]} says {overall} but the median moved "
+                f"{med.delta_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]; the distribution changed "
+                "shape (a slower mode, a longer tail, interference), so the verdict is "
+                "INCONCLUSIVE: rerun, or gate on p50 (--gate p50)"
+            )
+            overall = INCONCLUSIVE
+    return overall, metrics, gates, notes
 
 
 def compare(
@@ -346,56 +456,35 @@ def compare(
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = qb / qa
     lo_q, hi_q = alpha / 2, 1 - alpha / 2
-    metrics: dict[str, MetricShift] = {}
-    denom = resamples + 1
+    points: dict[str, MetricShift] = {}
     for i, name in enumerate(names):
-        r = ratios[i]
-        p_reg = (1 + int(np.count_nonzero(r <= 1 + delta))) / denom
-        p_imp = (1 + int(np.count_nonzero(r >= 1 - delta))) / denom
-        p_eq = max(
-            (1 + int(np.count_nonzero(r >= 1 + delta))) / denom,
-            (1 + int(np.count_nonzero(r <= 1 - delta))) / denom,
-        )
-        lo, hi = np.quantile(r, [lo_q, hi_q])
-        metrics[name] = MetricShift(
+        lo, hi = np.quantile(ratios[i], [lo_q, hi_q])
+        points[name] = MetricShift(
             name=name,
             baseline=float(point_a[i]),
             session=float(point_b[i]),
             ratio=float(point_b[i] / point_a[i]),
             ci=(float(lo), float(hi)),
-            p_regression=p_reg,
-            p_improvement=p_imp,
-            p_equivalence=p_eq,
+            p_regression=1.0,
+            p_improvement=1.0,
+            p_equivalence=1.0,
         )
-    gate_list = tuple(dict.fromkeys(gates))
-    adj_reg = holm([metrics[g].p_regression for g in gate_list])
-    adj_imp = holm([metrics[g].p_improvement for g in gate_list])
-    verdicts: list[str] = []
-    for g, pr, pi in zip(gate_list, adj_reg, adj_imp, strict=True):
-        m = metrics[g]
-        v = _metric_verdict(pr, pi, m.p_equivalence, alpha)
-        verdicts.append(v)
-        metrics[g] = MetricShift(**{**m.__dict__, "verdict": v, "p_regression_holm": pr})
-    if REGRESSION in verdicts:
-        overall = REGRESSION
-    elif all(v == NO_CHANGE for v in verdicts):
-        overall = NO_CHANGE
-    elif IMPROVEMENT in verdicts and all(v in (IMPROVEMENT, NO_CHANGE) for v in verdicts):
-        overall = IMPROVEMENT
-    else:
-        overall = INCONCLUSIVE
+    bim = (is_bimodal(a), is_bimodal(b))
+    requested = tuple(dict.fromkeys(gates))
+    overall, metrics, gate_list, notes = _judge(
+        _shifts(ratios, points, delta), requested, alpha, bim
+    )
     t = sps.ttest_ind(b, a, equal_var=False)
     t_stat, p_val = float(t.statistic), float(t.pvalue)
     if math.isnan(p_val):  # two constant series
         t_stat, p_val = 0.0, 1.0
     welch = Welch(mean_ratio=float(b.mean() / a.mean()), t=t_stat, p_value=p_val)
-    bim = (is_bimodal(a), is_bimodal(b))
     warnings: list[str] = []
     if any(bim):
         which = " and ".join(n for n, f in zip(("baseline", "session"), bim, strict=True) if f)
         warnings.append(
-            f"{which} latencies are bimodal: a single median hides two populations; "
-            "read the quantile shifts (p10..p90) instead"
+            f"{which} latencies are bimodal: a single quantile hides two populations, so the "
+            "quartiles and the median gate too; read the quantile shifts (p10..p90)"
         )
     for label, runs, blocks in (("baseline", runs_a, blocks_a), ("session", runs_b, blocks_b)):
         for x, bl in zip(runs, blocks, strict=True):
@@ -418,7 +507,9 @@ def compare(
         resamples=resamples,
         seed=seed,
         bimodal=bim,
-        warnings=warnings,
+        warnings=[*warnings, *notes],
+        requested_gates=requested,
+        ratios=ratios,
     )
 
 
@@ -488,11 +579,18 @@ MAD_TO_SIGMA = 1.4826
 
 def noise_floor(session_values: Sequence[float]) -> float | None:
     """Relative margin learned from a configuration's past sessions (one value each, the
-    gating quantile): ``exp(3 x 1.4826 x MAD(log values)) - 1``; None under
-    ``NOISE_FLOOR_MIN_SESSIONS``."""
+    gating quantile): ``exp(3 x sqrt(2) x 1.4826 x MAD(log values)) - 1``; None under
+    ``NOISE_FLOOR_MIN_SESSIONS``.
+
+    1.4826 x MAD estimates, robustly, the standard deviation of one session's log value
+    around the configuration's typical one. A diff compares *two* sessions, each off by
+    that much, so their log ratio varies sqrt(2) times as much: the floor is three
+    standard deviations of that difference (BENCHMARKS.md §11: without the sqrt(2), 7.6 %
+    of identical pairs were called regressions in a noisy hour; with it, 1.4 %).
+    """
     m = np.asarray([v for v in session_values if v and v > 0], dtype=np.float64)
     if m.size < NOISE_FLOOR_MIN_SESSIONS:
         return None
     logs = np.log(m)
     mad = float(np.median(np.abs(logs - np.median(logs))))
-    return float(math.expm1(NOISE_FLOOR_K * MAD_TO_SIGMA * mad))
+    return float(math.expm1(NOISE_FLOOR_K * math.sqrt(2.0) * MAD_TO_SIGMA * mad))

@@ -22,10 +22,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.ops import per_iteration_medians
 from aaco.session.schema import ROOFLINE
 
 __all__ = [
@@ -122,27 +122,6 @@ def _shares(rows: list[dict[str, Any]]) -> None:
 
 
 # --- node level ---------------------------------------------------------------------------
-
-
-def _per_iter_median(ops: pa.Table) -> tuple[dict[tuple[str, str], tuple[float, float]], int]:
-    """(node, op_type) -> (median summed ns per iteration, calls per iteration); iterations."""
-    iters = ops.column("iteration").to_numpy(zero_copy_only=False)
-    valid = ~np.isnan(iters.astype(np.float64))
-    if not valid.any():
-        return {}, 0
-    it = iters[valid].astype(np.int64)
-    uniq = np.unique(it)
-    idx = np.searchsorted(uniq, it)
-    names = np.asarray(ops.column("node_name").to_pylist(), dtype=object)[valid]
-    types = np.asarray(ops.column("op_type").to_pylist(), dtype=object)[valid]
-    durs = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)[valid]
-    sums: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(len(uniq)))
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    for n, t, i, d in zip(names.tolist(), types.tolist(), idx.tolist(), durs.tolist(), strict=True):
-        sums[(n, t)][i] += d
-        counts[(n, t)] += 1
-    out = {k: (float(np.median(v)), counts[k] / len(uniq)) for k, v in sums.items()}
-    return out, len(uniq)
 
 
 class GraphIndex:
@@ -247,7 +226,7 @@ def node_roofline(
     """
     if ops is None or not ops.num_rows or "iteration" not in ops.column_names:
         return ROOFLINE.empty()
-    times, _ = _per_iter_median(ops)
+    times = per_iteration_medians(ops, ("node_name", "op_type"))
     if not times:
         return ROOFLINE.empty()
     cost_by_name: dict[str, dict[str, Any]] = {}

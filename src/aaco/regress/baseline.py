@@ -90,16 +90,13 @@ def save_baseline(
         raise UsageError("a baseline needs at least one session")
     for s in runs:
         usable_session(s, "session")
-    keys = {
-        (
-            (s.meta.get("model") or {}).get("name"),
-            (s.meta.get("backend") or {}).get("name"),
-            (s.meta.get("run") or {}).get("batch"),
+    from aaco.regress.diff import run_key
+
+    if len({run_key(s) for s in runs}) > 1:
+        raise UsageError(
+            "the sessions of one baseline must share model, backend, batch and run settings "
+            "(threads, inputs, preprocessing, framework)"
         )
-        for s in runs
-    }
-    if len(keys) > 1:
-        raise UsageError("the sessions of one baseline must share model, backend and batch")
     f = baseline_file(root, name)
     if f.exists() and not force:
         raise UsageError(f"baseline {name!r} exists; pass --force to replace it")
@@ -134,10 +131,27 @@ def load_baseline(root: Path, name: str) -> dict[str, Any]:
     if not f.is_file():
         known = ", ".join(b["name"] for b in list_baselines(root)) or "none saved"
         raise InputError(f"no baseline named {name!r} under {root} (known: {known})")
-    record = read_json(f)
-    if not isinstance(record, dict) or "session_path" not in record:
-        raise BundleError(f"{f}: not a baseline record")
-    return record
+    return check_record(read_json(f), f)
+
+
+def check_record(record: Any, where: Path) -> dict[str, Any]:
+    """``record`` if it has the shape ``save_baseline`` writes, else a BundleError."""
+
+    def location_ok(loc: Any) -> bool:
+        return (
+            isinstance(loc, dict)
+            and isinstance(loc.get("session_path"), str)
+            and isinstance(loc.get("relative_path"), (str, type(None)))
+        )
+
+    runs = record.get("runs") if isinstance(record, dict) else None
+    if (
+        not location_ok(record)
+        or not isinstance(runs, (list, type(None)))
+        or (runs is not None and not (runs and all(location_ok(r) for r in runs)))
+    ):
+        raise BundleError(f"{where}: not a baseline record (save it again)")
+    return record  # type: ignore[no-any-return]
 
 
 def _find(root: Path, loc: dict[str, Any]) -> Path | None:
@@ -168,14 +182,13 @@ def list_baselines(root: Path) -> list[dict[str, Any]]:
     out = []
     for f in sorted(d.glob("*.json")):
         try:
-            rec = read_json(f)
+            rec = check_record(read_json(f), f)
         except BundleError as exc:
             out.append({"name": f.stem, "error": str(exc)})
             continue
-        if isinstance(rec, dict):
-            rec.setdefault("name", f.stem)
-            rec["exists"] = all(_find(root, loc) for loc in rec.get("runs") or [rec])
-            out.append(rec)
+        rec.setdefault("name", f.stem)
+        rec["exists"] = all(_find(root, loc) for loc in rec.get("runs") or [rec])
+        out.append(rec)
     return out
 
 

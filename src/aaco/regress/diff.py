@@ -8,7 +8,7 @@ The method is described in docs/methodology.md.
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from aaco.analysis.compare import (
     QUANTILES,
     REGRESSION,
     Comparison,
+    MetricShift,
     compare,
     noise_floor,
 )
@@ -38,12 +39,16 @@ VERDICT_FILE = "regress/verdict.json"
 BASELINE_REF_FILE = "regress/baseline_ref.json"
 DEFAULT_THRESHOLD = 0.03
 HISTORY_WINDOW = 50
+#: runs per side from which the pooled interval, not the learned floor, holds run-to-run noise
+POOLED_RUNS = 3
 TOP_MOVERS = 10
 
 EXIT_CODES = {NO_CHANGE: 0, IMPROVEMENT: 0, REGRESSION: 1, INCONCLUSIVE: 3}
 
 #: run settings whose change is a candidate cause by itself
 _RUN_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "profile_mode")
+#: run settings that change the measured latencies themselves (the profiled pass is apart)
+_POOL_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "device", "compile")
 
 _RECOMMEND = {
     "configuration change": "The runs were configured differently; rerun the baseline with "
@@ -80,6 +85,7 @@ def measured_latencies(session: Session) -> np.ndarray[Any, Any]:
 
 
 def config_key(session: Session) -> tuple[Any, ...]:
+    """Model, backend and batch: what must match for two bundles to be compared at all."""
     meta = session.meta
     return (
         (meta.get("model") or {}).get("name"),
@@ -88,14 +94,27 @@ def config_key(session: Session) -> tuple[Any, ...]:
     )
 
 
+def run_key(session: Session) -> tuple[Any, ...]:
+    """``config_key`` plus the run settings that change latency by themselves (threads,
+    input shapes, preprocessing, framework): what runs pooled on one side, sessions of one
+    history and the noise floor's past sessions must share."""
+    run = session.meta.get("run") or {}
+    settings = json.dumps({k: run.get(k) for k in _POOL_KEYS}, sort_keys=True, default=str)
+    return (*config_key(session), settings)
+
+
 def baseline_history(
-    baseline: Session, quantile: float = 0.5, window: int = HISTORY_WINDOW
+    baseline: Session,
+    quantile: float = 0.5,
+    window: int = HISTORY_WINDOW,
+    root: Path | None = None,
 ) -> list[float]:
     """The ``quantile`` of the measured iterations of every completed session of the
-    baseline's configuration and fingerprint in its sessions root, up to and including the
-    baseline (the last ``window``), oldest first."""
-    root = baseline.path.parent.parent
-    key, fp = config_key(baseline), baseline.meta.get("fingerprint")
+    baseline's configuration, run settings and fingerprint under ``root`` (default: the
+    sessions root the baseline lies in), up to and including the baseline (the last
+    ``window``), oldest first."""
+    root = root if root is not None else baseline.path.parent.parent
+    key, fp = run_key(baseline), baseline.meta.get("fingerprint")
     created = str(baseline.meta.get("created_utc") or "")
     candidates: list[Session] = []
     for path in iter_sessions(root):
@@ -103,7 +122,7 @@ def baseline_history(
             s = Session.load(path)
         except BundleError:
             continue
-        if s.status != "completed" or config_key(s) != key or s.meta.get("fingerprint") != fp:
+        if s.status != "completed" or run_key(s) != key or s.meta.get("fingerprint") != fp:
             continue
         if str(s.meta.get("created_utc") or "") > created:
             continue
@@ -120,19 +139,18 @@ def baseline_history(
 
 # -- evidence ---------------------------------------------------------------------------------
 def _op_times(session: Session) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
-    from aaco.analysis.ops import op_aggregates
+    from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
     from aaco.report.model import report_ops
 
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return {}, {}, {}
     ops = report_ops(ops)
-    nodes = op_aggregates(ops, "node_name").select(["node_name", "op_type", "ns_per_iter"])
-    by_node = {r["node_name"]: r["ns_per_iter"] / 1e6 for r in nodes.to_pylist()}
+    nodes = op_aggregates(ops, "node_name").select(["node_name", "op_type"])
     kinds = {r["node_name"]: r["op_type"] for r in nodes.to_pylist()}
-    by_type: dict[str, float] = {}
-    for r in op_aggregates(ops, "op_type").to_pylist():
-        by_type[r["op_type"]] = by_type.get(r["op_type"], 0.0) + r["ns_per_iter"] / 1e6
+    # medians over the profiled iterations: one stalled execution is not a mover
+    by_node = {k: v / 1e6 for k, v in typical_ns_per_iter(ops, "node_name").items()}
+    by_type = {k: v / 1e6 for k, v in typical_ns_per_iter(ops, "op_type").items()}
     return by_node, kinds, by_type
 
 
@@ -268,7 +286,7 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
         "bottleneck": {
             "baseline": ba.get("bottleneck_class"),
             "session": bb.get("bottleneck_class"),
-            "changed": bool(ba and bb and ba.get("bottleneck_class") != bb.get("bottleneck_class")),
+            "changed": _class_changed(ba.get("bottleneck_class"), bb.get("bottleneck_class")),
         },
         "model": _model_changes(baseline, session),
         "environment": environment_differences(baseline, session),
@@ -369,7 +387,9 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
     if ops.get("top_movers") and latency_delta_ms:
         top = ops["top_movers"][0]
         share = top["delta_ms"] / latency_delta_ms
-        if share >= 0.4 and math.copysign(1, top["delta_ms"]) == math.copysign(1, latency_delta_ms):
+        # above 150 % the operator profile and the timed runs disagree (another pass, a
+        # stall): no single operator can then be said to explain the change
+        if 0.4 <= share <= 1.5:
             out.append(
                 {
                     "cause": "operator",
@@ -378,6 +398,97 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
                 }
             )
     return out
+
+
+def _class_changed(a: Any, b: Any) -> bool:
+    """A bottleneck shift needs a known class on both sides (unknown -> X is no shift)."""
+    known = {None, "", "unknown"}
+    return a not in known and b not in known and a != b
+
+
+def _setting_differences(a: Session, b: Session) -> list[dict[str, Any]]:
+    ra, rb = a.meta.get("run") or {}, b.meta.get("run") or {}
+    keys = ("model", "backend")
+    out = dict_differences(
+        {k: (a.meta.get(k) or {}).get("name") for k in keys},
+        {k: (b.meta.get(k) or {}).get("name") for k in keys},
+    )
+    return out + dict_differences(
+        {k: ra.get(k) for k in _POOL_KEYS}, {k: rb.get(k) for k in _POOL_KEYS}
+    )
+
+
+#: other processes' share of the machine's CPU (0-1) that makes a side's timing suspect ...
+CONTENTION_SHARE = 0.2
+#: ... when it exceeds the other side's by this much, or on either side regardless
+CONTENTION_GAP = 0.1
+CONTENTION_ALWAYS = 0.5
+
+
+def cpu_contention(session: Session) -> float | None:
+    """Other processes' share of the machine's CPU during the measured phase (0-1): the
+    system's busy share minus the worker's own (docs/bottleneck_taxonomy.md); None without
+    telemetry or a CPU count."""
+    tel = (session.summary or {}).get("telemetry") or {}
+    sys_cpu, proc_cpu = tel.get("sys_cpu_pct_mean"), tel.get("proc_cpu_pct_mean")
+    cores = ((session.env or {}).get("cpu") or {}).get("logical_cores")
+    if sys_cpu is None or proc_cpu is None or not cores:
+        return None
+    return max(0.0, float(sys_cpu) / 100.0 - float(proc_cpu) / 100.0 / float(cores))
+
+
+def contention_guard(baseline: Session, session: Session, verdict: str) -> str | None:
+    """Why a REGRESSION or IMPROVEMENT cannot be trusted, or None.
+
+    Measurement validity comes first (as in the bottleneck classifier): when other
+    processes used a fifth or more of the machine during the slower side's measured phase,
+    and a tenth of it more than during the faster side's (or half of it on either side),
+    the change may be the machine's, so the verdict becomes INCONCLUSIVE.
+    """
+    return contention_reason(cpu_contention(baseline), cpu_contention(session), verdict)
+
+
+def contention_reason(ca: float | None, cb: float | None, verdict: str) -> str | None:
+    """:func:`contention_guard` over the two sides' contention shares (0-1, None unknown)."""
+    if verdict not in (REGRESSION, IMPROVEMENT):
+        return None
+    slow, fast = (cb, ca) if verdict == REGRESSION else (ca, cb)
+    slow_side = "session" if verdict == REGRESSION else "baseline"
+    worst = max((c for c in (ca, cb) if c is not None), default=None)
+    if worst is not None and worst >= CONTENTION_ALWAYS:
+        reason = f"other processes used {worst:.0%} of the CPU during the measured phase"
+    elif (
+        slow is not None
+        and slow >= CONTENTION_SHARE
+        and (fast is None or slow - fast >= CONTENTION_GAP)
+    ):
+        other = "unknown" if fast is None else f"{fast:.0%}"
+        reason = (
+            f"other processes used {slow:.0%} of the CPU during the {slow_side}'s measured "
+            f"phase (the other side: {other})"
+        )
+    else:
+        return None
+    return (
+        f"MEASUREMENT NOT VALID: {reason}; the {verdict} may be the machine's, not the "
+        "code's, so the verdict is INCONCLUSIVE: rerun on a quiet machine"
+    )
+
+
+def _recommendation(verdict: str, suspected: str | None, contended: bool) -> str | None:
+    if contended:
+        return _RECOMMEND["cpu contention"]
+    if verdict == REGRESSION:
+        return _RECOMMEND.get(suspected or "") or (
+            "No cause stands out in the evidence both bundles hold: profile both sides "
+            "(operators, and kernels on a GPU) and compare the top movers."
+        )
+    if verdict == INCONCLUSIVE:
+        return _RECOMMEND.get(suspected or "") or (
+            "The interval straddles the margin: rerun both sides with more iterations, or "
+            "several runs per side (aaco run --repeat 3), to narrow it."
+        )
+    return None
 
 
 def _fmt_diffs(items: Sequence[dict[str, Any]], limit: int = 4) -> str:
@@ -400,15 +511,23 @@ def severity(verdict: str, delta_pct: float) -> str:
 
 
 def confidence(c: Comparison) -> float:
-    """Bootstrap support for the verdict: 1 - the (Holm-adjusted) one-sided p behind it."""
+    """Bootstrap support for the statistical verdict: 1 - the (Holm-adjusted) one-sided p
+    behind it; for INCONCLUSIVE, the best support any outcome got (below the bar)."""
     gated = [c.metrics[g] for g in c.gates]
+
+    def reg(m: MetricShift) -> float:
+        return m.p_regression_holm if m.p_regression_holm is not None else m.p_regression
+
+    def imp(m: MetricShift) -> float:
+        return m.p_improvement_holm if m.p_improvement_holm is not None else m.p_improvement
+
     if c.verdict == REGRESSION:
-        return 1.0 - min(m.p_regression_holm or m.p_regression for m in gated)
+        return 1.0 - min(reg(m) for m in gated)
     if c.verdict == IMPROVEMENT:
-        return 1.0 - min(m.p_improvement for m in gated)
+        return 1.0 - min(imp(m) for m in gated)
     if c.verdict == NO_CHANGE:
         return 1.0 - max(m.p_equivalence for m in gated)
-    return 1.0 - min(min(m.p_regression, m.p_improvement, m.p_equivalence) for m in gated)
+    return 1.0 - min(min(reg(m), imp(m), m.p_equivalence) for m in gated)
 
 
 def confidence_label(value: float) -> str:
@@ -429,6 +548,7 @@ def diff_sessions(
     sessions_root: Path | None = None,
     allow_model_change: bool = False,
     use_history: bool = True,
+    check_contention: bool = True,
 ) -> dict[str, Any]:
     """The full diff (``regress/diff.json``); its ``verdict`` key is ``regress/verdict.json``.
 
@@ -448,10 +568,12 @@ def diff_sessions(
     for label, side in (("baseline", bases), ("session", news)):
         if len({s.path for s in side}) < len(side):
             raise UsageError(f"the same {label} bundle is given twice")
-        if len({config_key(s) for s in side}) > 1:
+        if len({run_key(s) for s in side}) > 1:
+            odd = next(s for s in side if run_key(s) != run_key(side[0]))
+            what = _fmt_diffs(_setting_differences(side[0], odd)) or "model, backend or batch"
             raise UsageError(
-                f"the {label} runs are of different configurations (model, backend, batch): "
-                + ", ".join(sorted({str(config_key(s)) for s in side}))
+                f"the {label} runs are of different configurations and cannot be pooled "
+                f"({side[0].session_id} vs {odd.session_id}: {what})"
             )
     first_a, first_b = bases[0], news[0]
     name_a = (first_a.meta.get("model") or {}).get("name")
@@ -467,9 +589,12 @@ def diff_sessions(
     if gate_list and gate_list[0] not in QUANTILES:
         raise UsageError(f"unknown gate {gate_list[0]!r}; choose from {', '.join(QUANTILES)}")
     q = QUANTILES[gate_list[0]] if gate_list else 0.5
-    history = baseline_history(first_a, q) if use_history else []
+    history = baseline_history(first_a, q, root=sessions_root) if use_history else []
     floor = noise_floor(history)
-    delta = max(threshold, floor or 0.0)
+    # with POOLED_RUNS runs on each side the two-stage bootstrap already holds the
+    # run-to-run variation the floor stands for: adding it would count that noise twice
+    floor_applied = floor is not None and min(len(bases), len(news)) < POOLED_RUNS
+    delta = max(threshold, floor if floor_applied and floor is not None else 0.0)
     try:
         comp = compare(a, b, delta=delta, gates=gates)
     except ValueError as exc:
@@ -500,20 +625,36 @@ def diff_sessions(
     prim = comp.primary
     latency_delta_ms = prim.session - prim.baseline
     median = comp.metrics["p50"]
+    final = comp.verdict
+    contention = contention_guard(baseline, session, final) if check_contention else None
+    if contention is not None:
+        warnings.insert(0, contention)
+        final = INCONCLUSIVE
     causes = (
-        candidate_causes(evidence, median.session - median.baseline)
-        if comp.verdict != NO_CHANGE
-        else []
+        candidate_causes(evidence, median.session - median.baseline) if final != NO_CHANGE else []
     )
     suspected = causes[0]["cause"] if causes else None
     conf = confidence(comp)
+    label = confidence_label(conf)
+    if final == INCONCLUSIVE:
+        label = "low"
+    elif min(comp.runs) < POOLED_RUNS and floor is None and label == "high":
+        # too few processes per side and no history: the interval holds the iterations'
+        # noise, not the process-to-process variation, so a narrow interval is not certainty
+        label = "medium"
+        warnings.append(
+            f"{min(comp.runs)} run(s) on a side and no history of the baseline's "
+            "configuration: the interval does not hold run-to-run variation; repeat runs "
+            "(aaco run --repeat 3, then -b B1 -b B2 -b B3 -s S1 -s S2 -s S3) or diff against "
+            "a baseline with 5 or more past sessions for a learned noise floor"
+        )
     lo, hi = prim.ci_pct
     verdict = {
-        "regression": comp.verdict == REGRESSION,
-        "verdict": comp.verdict,
-        "severity": severity(comp.verdict, prim.delta_pct),
+        "regression": final == REGRESSION,
+        "verdict": final,
+        "severity": severity(final, prim.delta_pct),
         "confidence": conf,
-        "confidence_label": confidence_label(conf),
+        "confidence_label": label,
         "metric": prim.name,
         "latency_delta_pct": prim.delta_pct,
         "latency_delta_ms": latency_delta_ms,
@@ -521,6 +662,7 @@ def diff_sessions(
         "median_ci_pct": list(comp.metrics["p50"].ci_pct),
         "ci_pct": [lo, hi],
         "p_value": _verdict_p(comp),
+        "measurement_valid": contention is None,
         "welch_p_value": comp.welch.p_value,
         "threshold_pct": threshold * 100.0,
         "noise_floor_pct": None if floor is None else floor * 100.0,
@@ -528,9 +670,7 @@ def diff_sessions(
         "suspected_cause": suspected,
         "candidate_causes": causes,
         "evidence": _headline_evidence(evidence),
-        "recommendation": _RECOMMEND.get(suspected or "")
-        if comp.verdict in (REGRESSION, INCONCLUSIVE)
-        else None,
+        "recommendation": _recommendation(final, suspected, contention is not None),
         "baseline": {
             "session_id": baseline.session_id,
             "name": baseline_name,
@@ -538,7 +678,7 @@ def diff_sessions(
         },
         "session": {"session_id": session.session_id, "runs": [x.session_id for x in news]},
         "warnings": warnings,
-        "exit_code": EXIT_CODES[comp.verdict],
+        "exit_code": EXIT_CODES[final],
     }
     out = {
         "summary": "",
@@ -549,9 +689,11 @@ def diff_sessions(
         "comparison": comp.to_json(),
         "noise_floor": {
             "history_sessions": len(history),
+            "applied": floor_applied,
             "floor_pct": None if floor is None else floor * 100.0,
             "quantile": comp.gates[0],
-            "rule": "3 x 1.4826 x MAD of the log gating quantile of past sessions (>= 5)",
+            "rule": "3 x sqrt(2) x 1.4826 x MAD of the log gating quantile of past sessions "
+            "(>= 5): three standard deviations of the log ratio of two sessions",
         },
         "evidence": evidence,
         "baseline_ref": reference(baseline, sessions_root, baseline_name),
@@ -577,7 +719,7 @@ def verdict_line(diff: dict[str, Any]) -> str:
 def _verdict_p(c: Comparison) -> float:
     m = c.primary
     if c.verdict == IMPROVEMENT:
-        return m.p_improvement
+        return m.p_improvement_holm if m.p_improvement_holm is not None else m.p_improvement
     if c.verdict == NO_CHANGE:
         return m.p_equivalence
     return m.p_regression_holm if m.p_regression_holm is not None else m.p_regression
@@ -608,9 +750,14 @@ def _headline_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_diff(session: Session, diff: dict[str, Any]) -> None:
-    """Write the three regress/ files into the session's bundle (each atomically)."""
+def write_diff(session: Session, diff: dict[str, Any], refresh_reports: bool = True) -> None:
+    """Write the three regress/ files into the session's bundle (each atomically), then
+    re-render its report/ copies so that they show the verdict."""
     root = session.path
     atomic_write_json(root / DIFF_FILE, diff)
     atomic_write_json(root / VERDICT_FILE, diff["verdict"])
     atomic_write_json(root / BASELINE_REF_FILE, diff["baseline_ref"])
+    if refresh_reports:
+        from aaco.diagnose import write_reports
+
+        write_reports(root)

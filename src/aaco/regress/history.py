@@ -1,8 +1,9 @@
 """``aaco history``: the sessions of one configuration over time, with change points.
 
-Sessions are grouped by (model, backend, batch, hardware/software fingerprint); within a
-group they are ordered by creation time and change points are searched on the per-session
-log-median and log-p90 (see :mod:`aaco.analysis.changepoint`).
+Sessions are grouped by (model, backend, batch, threads, preprocessing, framework,
+hardware/software fingerprint): a change of any of these is a new configuration, not a
+change point. Within a group they are ordered by creation time and change points are
+searched on the per-session log-median and log-p90 (see :mod:`aaco.analysis.changepoint`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,15 @@ def history(
             continue
         if not isinstance(row["p50_ms"], (int, float)) or row["p50_ms"] <= 0:
             continue
-        key = (row["model"], row["backend"], row["batch"], row["fingerprint"])
+        key = (
+            row["model"],
+            row["backend"],
+            row["batch"],
+            row["fingerprint"],
+            row.get("threads"),
+            row.get("preprocess"),
+            row.get("framework"),
+        )
         groups.setdefault(key, []).append(row)
     out = []
     for key, rows in groups.items():
@@ -70,6 +79,9 @@ def history(
                 "backend": key[1],
                 "batch": key[2],
                 "fingerprint": key[3],
+                "threads": key[4],
+                "preprocess": key[5],
+                "framework": key[6],
                 "sessions": rows,
                 "change_points": cps,
                 "method": {"window": window, "max_p": max_p, "series": "log p50, log p90"},

@@ -7,7 +7,7 @@ A rules file is YAML, either a list of strings or a mapping::
       - throughput >= 200
       - gpu_active_ratio >= 0.7
 
-    p99_ms: "<= 12"              # mapping form: metric -> "OP VALUE"
+    p99_ms: "<= 12"              # mapping form: metric -> "OP VALUE" (beside rules: too)
 
 A rule whose metric the session does not hold evaluates to *unknown*, which fails the check
 (an SLA that cannot be verified is not met) unless ``allow_unknown`` is set.
@@ -117,15 +117,22 @@ def load_rules(path: Path) -> list[Rule]:
         raise InputError(f"{path}: no such SLA file") from None
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(f"{path}: unreadable SLA file ({str(exc).splitlines()[0]})") from exc
+    listed: Any = None
     if isinstance(data, dict) and "rules" in data:
-        data = data["rules"]
+        # a 'rules:' list and mapping-form rules beside it both count
+        data = dict(data)
+        listed = data.pop("rules")
+        if not isinstance(listed, list):
+            raise InputError(f"{path}: 'rules:' must be a list of rules like 'p99_ms <= 12'")
+    elif isinstance(data, list):
+        listed, data = data, {}
     rules: list[Rule] = []
-    if isinstance(data, list):
-        for item in data:
+    if listed is not None:
+        for item in listed:
             if not isinstance(item, str):
                 raise InputError(f"{path}: each rule must be a string like 'p99_ms <= 12'")
             rules.append(parse_rule(item))
-    elif isinstance(data, dict):
+    if isinstance(data, dict):
         for metric, cond in data.items():
             m = _OP_ONLY.match(str(cond))
             if not m:
@@ -133,7 +140,7 @@ def load_rules(path: Path) -> list[Rule]:
                     f"{path}: rule for {metric!r} must look like '<= 12', not {cond!r}"
                 )
             rules.append(parse_rule(f"{metric} {m.group(1)} {m.group(2)}"))
-    else:
+    elif data is not None:
         raise InputError(f"{path}: expected a list of rules or a 'rules:' key")
     if not rules:
         raise InputError(f"{path}: no rules")

@@ -13,16 +13,21 @@ from typing import Any
 
 import jinja2
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from markupsafe import Markup
 
 from aaco import __version__
+from aaco.diagnose import BACKEND_OF_PROVIDER
+from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.base import Renderer
 from aaco.report.model import build_report, report_ops
 from aaco.session.bundle import Session
 
 TOP_BARS = 15
+TIMELINE_X = "s since the first iteration"
+TELEMETRY_X = "s since the first telemetry sample"
 ICICLE_OPS = 12
 ICICLE_KERNELS = 4
 
@@ -79,12 +84,17 @@ def _iterations(session: Session) -> dict[str, Any] | None:
 
 
 def _telemetry_series(
-    session: Session, t0_ns: float
-) -> list[tuple[str, str, list[float], list[float]]]:
-    ev = session.system_events()
-    if ev is None or ev.num_rows < 2:
-        return []
+    ev: pa.Table, t0_ns: float, x_range: tuple[float, float]
+) -> tuple[list[tuple[str, str, list[float], list[float]]], int]:
+    """(name, unit, xs, ys) of each telemetry series within ``x_range`` (seconds since
+    ``t0_ns``), and how many samples lie in that range.
+
+    Samples are cut to the range before the "two points" check: a series with two samples in
+    the bundle but one during the iterations would be a one-point chart with empty axes.
+    """
     ts = (ev.column("ts_ns").to_numpy().astype(np.float64) - t0_ns) / 1e9
+    inside = ((ts >= x_range[0]) & (ts <= x_range[1])).tolist()
+    times = ts.tolist()
     out: list[tuple[str, str, list[float], list[float]]] = []
     for col, name, unit in (
         ("proc_cpu_pct", "process CPU", "%"),
@@ -95,22 +105,177 @@ def _telemetry_series(
         if col not in ev.column_names:
             continue
         vals = ev.column(col).to_pylist()
-        pairs = [(float(x), float(v)) for x, v in zip(ts, vals, strict=True) if v is not None]
+        pairs = [
+            (x, float(v))
+            for x, v, k in zip(times, vals, inside, strict=True)
+            if k and v is not None
+        ]
         if len(pairs) >= 2:
             out.append((name, unit, [p[0] for p in pairs], [p[1] for p in pairs]))
-    inv = ev.column("proc_ctx_involuntary").to_pylist()
-    vol = ev.column("proc_ctx_voluntary").to_pylist()
-    rate_x, rate_y = [], []
-    for i in range(1, len(ts)):
-        parts = [inv[i], inv[i - 1], vol[i], vol[i - 1]]
-        if None in parts or ts[i] <= ts[i - 1]:
-            continue
-        d = (inv[i] - inv[i - 1]) + (vol[i] - vol[i - 1])
-        rate_x.append(float(ts[i]))
-        rate_y.append(d / (ts[i] - ts[i - 1]))
-    if len(rate_x) >= 2:
-        out.append(("context switches", "1/s", rate_x, rate_y))
-    return out
+    if {"proc_ctx_involuntary", "proc_ctx_voluntary"} <= set(ev.column_names):
+        inv = ev.column("proc_ctx_involuntary").to_pylist()
+        vol = ev.column("proc_ctx_voluntary").to_pylist()
+        rate_x, rate_y = [], []
+        # the rate between two samples belongs to the later one, whose predecessor may lie
+        # before the range: differences over all samples, then the cut
+        for i in range(1, len(times)):
+            parts = [inv[i], inv[i - 1], vol[i], vol[i - 1]]
+            if not inside[i] or None in parts or times[i] <= times[i - 1]:
+                continue
+            d = (inv[i] - inv[i - 1]) + (vol[i] - vol[i - 1])
+            rate_x.append(times[i])
+            rate_y.append(d / (times[i] - times[i - 1]))
+        if len(rate_x) >= 2:
+            out.append(("context switches", "/s", rate_x, rate_y))
+    return out, sum(inside)
+
+
+def _gpu_backend(meta: dict[str, Any]) -> bool:
+    """Whether the run executed on a GPU: an ORT GPU execution provider, or torch on a
+    device other than the CPU."""
+    backend = meta.get("backend") or {}
+    provider = str(backend.get("provider") or "")
+    if backend.get("name") == "torch":
+        return provider not in ("", "cpu")
+    return BACKEND_OF_PROVIDER.get(provider) not in (None, "cpu")
+
+
+def _timeline(session: Session, it: dict[str, Any] | None) -> tuple[list[Markup], list[str]]:
+    """The unified timeline's charts (latency and telemetry on one time axis, sharing the
+    crosshair and the zoom) and one line for each thing it cannot show, true to the case."""
+    charts: list[Markup] = []
+    notes: list[str] = []
+    if it is not None:
+        charts.append(Markup(_latency_chart("timeline-latency", it, "timeline")))
+    ev = session.system_events()
+    if ev is None or not ev.num_rows:
+        run = session.meta.get("run") or {}
+        notes.append(
+            "Telemetry: off for this run (--no-telemetry)"
+            if run.get("telemetry") is False
+            else "Telemetry: no samples in this bundle"
+        )
+    else:
+        if it is not None:
+            t0, x_range, x_unit, shade = it["t0_ns"], it["x_range"], TIMELINE_X, it["shade"]
+        else:
+            # no iterations to align with (a failed or timed-out run): the samples alone
+            ts = ev.column("ts_ns").to_numpy().astype(np.float64)
+            t0, x_unit, shade = float(ts.min()), TELEMETRY_X, []
+            x_range = (0.0, max((float(ts.max()) - t0) / 1e9, 1e-6))
+        series, n = _telemetry_series(ev, t0, x_range)
+        for name, unit, xs, ys in series:
+            charts.append(
+                Markup(
+                    svg.line_chart(
+                        f"telemetry-{name.replace(' ', '-')}",
+                        [(name, xs, ys)],
+                        x_unit,
+                        unit,
+                        name,
+                        shade=shade,
+                        x_range=x_range,
+                        height=140,
+                        align="timeline",
+                    )
+                )
+            )
+        span = f"{x_range[1] - x_range[0]:.3g} s"
+        if n < 2:
+            where = (
+                f"during the {span} of iterations"
+                if it is not None
+                else "in the bundle (no timed iterations)"
+            )
+            notes.append(
+                f"Telemetry: only {n} sample(s) {where}; run longer (--duration) or sample "
+                "faster (--sample-hz)"
+            )
+        elif not series:
+            notes.append(f"Telemetry: {n} samples in the {span} shown, none with two values")
+    if _gpu_backend(session.meta):
+        # AACO's sampler reads the CPU and the worker process (psutil, /proc) only
+        notes.append("GPU utilization, clocks and power: not sampled in this bundle")
+    return charts, notes
+
+
+def _latency_chart(chart_id: str, it: dict[str, Any], align: str) -> str:
+    return svg.line_chart(
+        chart_id,
+        [("latency", it["xs"], it["lat"])],
+        TIMELINE_X,
+        "ms",
+        "latency per iteration",
+        shade=it["shade"],
+        x_range=it["x_range"],
+        align=align,
+    )
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _regression(diff: Any) -> dict[str, Any]:
+    """The regression section's fields from ``regress/diff.json``, checked: a ValueError
+    names the first field that is not what the page shows (the file may be hand-edited,
+    truncated or from another version, and must not crash the report)."""
+    if not isinstance(diff, dict):
+        raise ValueError("not a JSON object")
+    v = diff.get("verdict")
+    if not isinstance(v, dict):
+        raise ValueError("verdict is not an object")
+    if not isinstance(diff.get("summary"), str):
+        raise ValueError("summary is not a string")
+    if not isinstance(v.get("verdict"), str):
+        raise ValueError("verdict.verdict is not a string")
+    if not _num(v.get("margin_pct")):
+        raise ValueError("verdict.margin_pct is not a number")
+    for key in ("median_delta_pct", "welch_p_value"):
+        if v.get(key) is not None and not _num(v[key]):
+            raise ValueError(f"verdict.{key} is not a number")
+    base = v.get("baseline")
+    if not isinstance(base, dict):
+        raise ValueError("verdict.baseline is not an object")
+    causes = v.get("candidate_causes") or []
+    if not isinstance(causes, list) or not all(isinstance(c, dict) for c in causes):
+        raise ValueError("verdict.candidate_causes is not a list of objects")
+    warnings = v.get("warnings") or []
+    if not isinstance(warnings, list):
+        raise ValueError("verdict.warnings is not a list")
+    if v.get("recommendation") is not None and not isinstance(v["recommendation"], str):
+        raise ValueError("verdict.recommendation is not a string")
+    evidence = diff.get("evidence") or {}
+    ops = evidence.get("operators") if isinstance(evidence, dict) else None
+    movers = (ops.get("top_movers") if isinstance(ops, dict) else None) or []
+    if not isinstance(movers, list) or not all(
+        isinstance(m, dict)
+        and _num(m.get("delta_ms"))
+        and all(m.get(k) is None or _num(m[k]) for k in ("baseline_ms", "session_ms"))
+        for m in movers
+    ):
+        raise ValueError("evidence.operators.top_movers is not a list of operator deltas")
+    return {
+        "verdict": v["verdict"],
+        "summary": diff["summary"],
+        "baseline": str(base.get("name") or base.get("session_id") or "unknown"),
+        "margin_pct": float(v["margin_pct"]),
+        "median_delta_pct": v.get("median_delta_pct"),
+        "welch_p_value": v.get("welch_p_value"),
+        "causes": [(str(c.get("cause")), str(c.get("detail"))) for c in causes],
+        "warnings": [str(w) for w in warnings],
+        "recommendation": v.get("recommendation"),
+        "movers": [
+            {
+                "name": str(m.get("name")),
+                "status": str(m.get("status")),
+                "baseline_ms": m.get("baseline_ms"),
+                "session_ms": m.get("session_ms"),
+                "delta_ms": float(m["delta_ms"]),
+            }
+            for m in movers
+        ],
+    }
 
 
 def _icicle(session: Session, report: dict[str, Any]) -> dict[str, Any] | None:
@@ -178,23 +343,22 @@ def build_context(session: Session) -> dict[str, Any]:
     """Everything the template shows; charts are pre-rendered (escaped) SVG markup."""
     r = build_report(session)
     charts: dict[str, Markup] = {}
+    captions: dict[str, str] = {}
     missing: dict[str, str] = {}
     it = _iterations(session)
     if it and it["measured"]:
         charts["latency_hist"] = Markup(
             svg.histogram("latency-hist", it["measured"], "ms", "latency histogram")
         )
-        charts["latency_timeline"] = Markup(
-            svg.line_chart(
-                "latency-timeline",
-                [("latency", it["xs"], it["lat"])],
-                "s since the first iteration",
-                "ms",
-                "latency per iteration",
-                shade=it["shade"],
-                x_range=it["x_range"],
+        _, hi = svg.histogram_range(it["measured"])
+        over = [v for v in it["measured"] if v > hi]
+        if over:
+            captions["latency_hist"] = (
+                f"{len(over)} of {len(it['measured'])} iteration(s) beyond the range, "
+                f"above {svg.fmt(hi)} ms (up to {svg.fmt(max(over))} ms): the red bar "
+                "on the right"
             )
-        )
+        charts["latency_timeline"] = Markup(_latency_chart("latency-timeline", it, "latency"))
     else:
         missing["latency"] = "no timed iterations in this bundle"
     ops = [
@@ -241,31 +405,18 @@ def build_context(session: Session) -> dict[str, Any]:
     flops = flops if isinstance(flops, dict) else {}
     # the float32 roof, as in the terminal report (an int8 roof would flatter float ops)
     peak_f = flops.get("float32", max(flops.values(), default=None))
-    chart = svg.roofline("roofline", points, peak_f, ceil.get("bytes_per_s"), "roofline")
+    chart = svg.roofline("roofline-chart", points, peak_f, ceil.get("bytes_per_s"), "roofline")
     if chart:
         charts["roofline"] = Markup(chart)
     else:
         missing["roofline"] = "no operator with known work and time (cost model or profile)"
-    timeline = []
-    if it:
-        for name, unit, xs, ys in _telemetry_series(session, it["t0_ns"]):
-            timeline.append(
-                Markup(
-                    svg.line_chart(
-                        f"telemetry-{name.replace(' ', '-')}",
-                        [(name, xs, ys)],
-                        "s since the first iteration",
-                        unit,
-                        name,
-                        shade=it["shade"],
-                        x_range=it["x_range"],
-                        height=140,
-                    )
-                )
-            )
-    if not timeline:
-        missing["timeline"] = "no telemetry samples (run without --no-telemetry)"
-    diff = session.json_file("regress/diff.json")
+    timeline, timeline_notes = _timeline(session, it)
+    regression: dict[str, Any] | None = None
+    try:
+        diff = session.json_file("regress/diff.json")
+        regression = None if diff is None else _regression(diff)
+    except (BundleError, ValueError) as exc:
+        missing["regression"] = f"regress/diff.json is malformed ({exc})"
     env = session.env
     env_rows: list[tuple[str, str]] = []
     if env:
@@ -277,9 +428,11 @@ def build_context(session: Session) -> dict[str, Any]:
         "r": r,
         "lat": lat,
         "charts": charts,
+        "captions": captions,
         "timeline": timeline,
+        "timeline_notes": timeline_notes,
         "missing": missing,
-        "diff": diff,
+        "regression": regression,
         "env_rows": env_rows,
         "derived": derived,
         "device": _device(session),

@@ -160,15 +160,35 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
             f"| {name} | {fmt_ms(m['baseline_ms'])} | {fmt_ms(m['session_ms'])} | "
             f"{_pct(m['delta_pct'])} | [{lo:+.1f}, {hi:+.1f}] | {gate} |"
         )
-    ops = diff["evidence"].get("operators")
-    if ops and ops["top_movers"]:
-        lines += ["", "| top operator movers | status | delta ms/iter |", "|---|---|---:|"]
-        for r in ops["top_movers"][:5]:
-            lines.append(f"| {_md(r['name'])} | {r['status']} | {r['delta_ms']:+.4f} |")
+    ev = diff["evidence"]
+    for title, key in (("operator", "operators"), ("kernel", "kernels")):
+        mv = ev.get(key)
+        if mv and mv["top_movers"]:
+            lines += ["", f"| top {title} movers | status | delta ms/iter |", "|---|---|---:|"]
+            for r in mv["top_movers"][:5]:
+                lines.append(f"| {_md(r['name'])} | {r['status']} | {r['delta_ms']:+.4f} |")
+    lines.append("")
     for c in v["candidate_causes"]:
         lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")
+    if v["recommendation"]:
+        lines.append(f"- **recommendation**: {_md(v['recommendation'])}")
     for w in v["warnings"]:
         lines.append(f"- ⚠️ {_md(w)}")
+    known = [(k, x) for k, x in ev["scalars"].items() if x["delta"] is not None]
+    if known:
+        # collapsed: the comment stays compact, the evidence one click away
+        lines += [
+            "",
+            "<details><summary>evidence</summary>",
+            "",
+            "| signal | baseline | session | delta |",
+            "|---|---:|---:|---:|",
+        ]
+        for key, x in known:
+            d = _pct(x["delta_pct"]) if x["delta_pct"] is not None else f"{x['delta']:+.3g}"
+            unit = f" ({x['unit']})" if x["unit"] else ""
+            lines.append(f"| {key}{_md(unit)} | {x['baseline']:.4g} | {x['session']:.4g} | {d} |")
+        lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
 
@@ -180,10 +200,15 @@ def render_history_terminal(
         con.print("no completed sessions match")
         return buf.getvalue()
     for g in groups:
-        cp_at = {c["index"]: c for c in g["change_points"]}
+        cp_at: dict[int, list[dict[str, Any]]] = {}
+        for c in g["change_points"]:
+            cp_at.setdefault(c["index"], []).append(c)
+        settings = ", ".join(
+            f"{k} {escape(str(g[k]))}" for k in ("threads", "preprocess") if g.get(k) is not None
+        )
         con.print(
             f"[bold]{escape(str(g['model']))}[/] on {escape(str(g['backend']))}, "
-            f"batch {g['batch']}, "
+            f"batch {g['batch']}{', ' + settings if settings else ''}, "
             f"fingerprint {escape(str(g['fingerprint']))}: {len(g['sessions'])} session(s)"
         )
         t = Table()
@@ -193,23 +218,29 @@ def render_history_terminal(
             "created (UTC)",
             "tag",
             "p50 ms",
+            "p90 ms",
             "p99 ms",
             "items/s",
             "change",
         ):
+            numeric = col in ("#", "p50 ms", "p90 ms", "p99 ms", "items/s")
+            # ids and times are what a reader looks up: never cut them in a narrow pipe
             t.add_column(
-                col, justify="right" if col in ("#", "p50 ms", "p99 ms", "items/s") else "left"
+                col,
+                justify="right" if numeric else "left",
+                no_wrap=col in ("session", "created (UTC)", "change"),
+                overflow="fold" if col == "tag" else "ellipsis",
             )
         for i, r in enumerate(g["sessions"]):
-            c = cp_at.get(i)
-            mark = f"{c['metric']} {c['magnitude_pct']:+.1f} % (p={c['p_value']:.1g})" if c else ""
+            mark = "\n".join(f"{c['metric']} {c['magnitude_pct']:+.0f}%" for c in cp_at.get(i, []))
             thr = r["throughput"]
             t.add_row(
                 str(i),
                 escape(r["id"]),
-                str(r["created_utc"] or ""),
+                str(r["created_utc"] or "")[:19].replace("T", " "),
                 escape(str(r["tag"] or "")),
                 fmt_ms(r["p50_ms"]),
+                fmt_ms(r["p90_ms"]),
                 fmt_ms(r["p99_ms"]),
                 "unknown" if thr is None else f"{thr:.1f}",
                 mark,

@@ -7,7 +7,9 @@ models are untrusted). Hover text uses SVG ``<title>`` elements (the browser's t
 
 from __future__ import annotations
 
+import bisect
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -18,13 +20,20 @@ PALETTE = (
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
 )  # fmt: skip
 MAX_POINTS = 2000
+#: characters of a bar label that fit the 260 px label column at 11 px (about 7 px each)
+LABEL_CHARS = 36
+#: the histogram's binned range ends at the higher of this quantile and median + k x MAD
+#: share of values beyond median + 10 MAD that is still "a few outliers"
+HIST_TAIL_SHARE = 0.02
+HIST_QUANTILE = 0.995
+HIST_MADS = 10.0
 
 
 def _e(text: Any) -> str:
     return escape(str(text), quote=True)
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     a = abs(v)
     if a == 0:
         return "0"
@@ -52,11 +61,35 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out
 
 
-def _open(chart_id: str, width: int, height: int, label: str) -> str:
+def _tick_labels(ticks: Sequence[float]) -> list[str]:
+    """One format for all ticks of an axis ("5" and "10", "0.5" and "1.0", never "5" next
+    to "10.0"): the decimals the step needs, scientific for very large or small steps."""
+    if len(ticks) < 2:
+        return [fmt(t) for t in ticks]
+    step = ticks[1] - ticks[0]
+    big = max(abs(t) for t in ticks)
+    if step < 1e-4 or big >= 1e7:
+        return [f"{t:.2e}" if t else "0" for t in ticks]
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    # a tick that should be 0 but is -1e-17 would print as "-0.0"
+    return [f"{0.0 if abs(t) < step * 1e-6 else t:.{decimals}f}" for t in ticks]
+
+
+def shorten(name: str, limit: int = LABEL_CHARS) -> str:
+    """At most ``limit`` characters with the middle elided: kernel and node names differ at
+    both ends (namespace or layer prefix, template or shape suffix), so keep both."""
+    if len(name) <= limit:
+        return name
+    head = limit // 2
+    tail = limit - head - 1
+    return name[:head] + "…" + name[len(name) - tail :]
+
+
+def _open(chart_id: str, width: int, height: int, label: str, attrs: str = "") -> str:
     return (
         f'<svg id="{_e(chart_id)}" class="chart" role="img" aria-label="{_e(label)}" '
         f'viewBox="0 0 {width} {height}" width="100%" preserveAspectRatio="xMinYMin meet" '
-        'xmlns="http://www.w3.org/2000/svg">'
+        f'xmlns="http://www.w3.org/2000/svg"{attrs}>'
     )
 
 
@@ -76,16 +109,16 @@ def hbar_chart(
     for i, (name, value, detail) in enumerate(rows):
         y = 5 + i * (bar_h + gap)
         w = max(1.0, value * scale)
-        short = name if len(name) <= 42 else name[:39] + "..."
+        short = shorten(name)
         parts.append(
             f'<g class="bar" data-name="{_e(name)}" data-value="{value:.6g}">'
-            f"<title>{_e(name)}: {_fmt(value)} {_e(unit)}{_e(detail)}</title>"
+            f"<title>{_e(name)}: {fmt(value)} {_e(unit)}{_e(detail)}</title>"
             f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end" class="lbl">'
             f"{_e(short)}</text>"
             f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
             f'fill="{PALETTE[i % len(PALETTE)]}"/>'
             f'<text x="{left + w + 4:.1f}" y="{y + bar_h - 5}" class="val">'
-            f"{_fmt(value)} {_e(unit)}</text></g>"
+            f"{fmt(value)} {_e(unit)}</text></g>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -108,28 +141,67 @@ class Axis:
         return self.px0 + (v - lo) / span * (self.px1 - self.px0)
 
 
+def histogram_range(values: Sequence[float]) -> tuple[float, float]:
+    """(low, high) of the histogram's bins: from the minimum to median + 10 x MAD, unless
+    more than ``HIST_TAIL_SHARE`` of the values lie above that; then to the 99.5th
+    percentile. Capped at the maximum.
+
+    Linear bins from min to max put 199 of 200 iterations into the first bin when one
+    iteration is an outlier, and a noisy run has more than 0.5 % of them (preemptions of
+    milliseconds on a 60 us model), so the quantile alone is no cure. A few values beyond
+    the robust range are outliers that the overflow bar counts; more than a few are a real
+    second mode or a heavy tail, which the bins must show.
+    """
+    s = sorted(values)
+    n = len(s)
+    med = statistics.median(s)
+    mad = statistics.median(abs(v - med) for v in s)
+    robust = med + HIST_MADS * mad
+    beyond = n - bisect.bisect_right(s, robust)
+    if mad > 0 and beyond <= HIST_TAIL_SHARE * n:
+        return s[0], min(s[-1], robust)
+    # the order statistic, not an interpolation: one huge value must not pull it up
+    q = s[int(HIST_QUANTILE * (n - 1))]
+    return s[0], min(s[-1], max(q, robust))
+
+
 def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bins: int = 40) -> str:
+    """Bins over :func:`histogram_range`; values above it go into one overflow bar on the
+    right, drawn apart in another colour and labelled "> X unit"."""
     width, height, left, bottom, top = 760, 220, 50, 30, 10
     if not values:
         return ""
-    lo, hi = min(values), max(values)
-    if hi == lo:
-        hi = lo + 1e-9
+    lo, hi = histogram_range(values)
+    over = [v for v in values if v > hi]
+    if hi <= lo:
+        hi = lo + max(abs(lo) * 1e-6, 1e-9)
     counts = [0] * bins
     for v in values:
-        counts[min(bins - 1, int((v - lo) / (hi - lo) * bins))] += 1
-    cmax = max(counts)
-    x = Axis(lo, hi, left, width - 10)
+        if v <= hi:
+            counts[min(bins - 1, int((v - lo) / (hi - lo) * bins))] += 1
+    cmax = max(*counts, len(over))
+    plot_right = width - (70 if over else 10)
+    x = Axis(lo, hi, left, plot_right)
     y = Axis(0, cmax, height - bottom, top)
     parts = [_open(chart_id, width, height, label)]
-    bw = (width - 10 - left) / bins
+    bw = (plot_right - left) / bins
     for i, c in enumerate(counts):
         b0 = lo + i * (hi - lo) / bins
         b1 = b0 + (hi - lo) / bins
         parts.append(
             f'<rect class="bin" x="{left + i * bw:.1f}" y="{y(c):.1f}" width="{bw - 1:.1f}" '
             f'height="{height - bottom - y(c):.1f}" fill="{PALETTE[0]}">'
-            f"<title>{_fmt(b0)}-{_fmt(b1)} {_e(unit)}: {c} iteration(s)</title></rect>"
+            f"<title>{fmt(b0)}-{fmt(b1)} {_e(unit)}: {c} iteration(s)</title></rect>"
+        )
+    if over:
+        ox, n = width - 52, len(over)
+        parts.append(
+            f'<rect class="bin overflow" x="{ox}" y="{y(n):.1f}" width="34" '
+            f'height="{height - bottom - y(n):.1f}" fill="{PALETTE[2]}" '
+            f'data-count="{n}"><title>&gt; {fmt(hi)} {_e(unit)}: {n} iteration(s), '
+            f"up to {fmt(max(over))} {_e(unit)}</title></rect>"
+            f'<text class="tick" x="{ox + 17}" y="{height - bottom + 14}" '
+            f'text-anchor="middle">&gt; {fmt(hi)} {_e(unit)}</text>'
         )
     parts.append(_x_axis(x, height - bottom, unit))
     parts.append(_y_axis(y, left, "iterations"))
@@ -137,25 +209,34 @@ def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bin
     return "".join(parts)
 
 
-def _x_axis(x: Axis, y_px: float, unit: str) -> str:
-    out = [f'<line class="axis" x1="{x.px0}" y1="{y_px}" x2="{x.px1}" y2="{y_px}"/>']
-    for t in _ticks(x.lo, x.hi):
+def _x_ticks(x: Axis, y_px: float) -> str:
+    out = []
+    ticks = _ticks(x.lo, x.hi)
+    for t, text in zip(ticks, _tick_labels(ticks), strict=True):
         px = x(t)
+        half = len(text) * 3.5  # about 7 px per character at 11 px
+        # a centred label at either end of the axis runs past the chart's edge
+        anchor = "end" if x.px1 - px < half else "start" if px - x.px0 < half else "middle"
         out.append(
-            f'<text class="tick" x="{px:.1f}" y="{y_px + 14}" text-anchor="middle">{_fmt(t)}</text>'
+            f'<text class="tick" x="{px:.1f}" y="{y_px + 14}" text-anchor="{anchor}">{text}</text>'
         )
-    out.append(
+    return "".join(out)
+
+
+def _x_axis(x: Axis, y_px: float, unit: str) -> str:
+    return (
+        f'<line class="axis" x1="{x.px0}" y1="{y_px}" x2="{x.px1}" y2="{y_px}"/>'
+        f"{_x_ticks(x, y_px)}"
         f'<text class="unit" x="{x.px1}" y="{y_px + 27}" text-anchor="end">{_e(unit)}</text>'
     )
-    return "".join(out)
 
 
 def _y_axis(y: Axis, x_px: float, unit: str) -> str:
     out = [f'<line class="axis" x1="{x_px}" y1="{y.px0}" x2="{x_px}" y2="{y.px1}"/>']
-    for t in _ticks(y.lo, y.hi, 4):
+    ticks = _ticks(y.lo, y.hi, 4)
+    for t, text in zip(ticks, _tick_labels(ticks), strict=True):
         out.append(
-            f'<text class="tick" x="{x_px - 4}" y="{y(t) + 4:.1f}" text-anchor="end">'
-            f"{_fmt(t)}</text>"
+            f'<text class="tick" x="{x_px - 4}" y="{y(t) + 4:.1f}" text-anchor="end">{text}</text>'
         )
     out.append(f'<text class="unit" x="{x_px + 4}" y="{y.px1 + 2}">{_e(unit)}</text>')
     return "".join(out)
@@ -189,11 +270,18 @@ def line_chart(
     shade: Sequence[tuple[float, float, str]] = (),
     x_range: tuple[float, float] | None = None,
     height: int = 200,
+    align: str | None = None,
 ) -> str:
-    """Lines (name, xs, ys) over a shared x axis; ``shade`` = (x0, x1, label) bands."""
+    """Lines (name, xs, ys) over a shared x axis; ``shade`` = (x0, x1, label) bands.
+
+    The svg carries its value<->pixel mapping (``data-x0 x1 px0 px1 y0 y1 py0 py1``) and
+    each polyline its name and unit, so the report's script reads values off the points
+    (crosshair) and zooms the plotted group; charts with the same ``align`` share the
+    crosshair and the zoom. Lines and bands sit in a clipped ``g.plot`` (zoomed by a
+    transform), the x tick labels in ``g.xticks`` (rewritten on zoom).
+    """
     width, left, bottom, top = 760, 60, 30, 10
     all_x = [v for _, xs, _ in series for v in xs]
-    all_y = [v for _, _, ys in series for v in ys]
     if not all_x:
         return ""
     x0, x1 = x_range or (min(all_x), max(all_x))
@@ -213,29 +301,51 @@ def line_chart(
     y1 = max(all_y) * 1.05 or 1.0
     x = Axis(x0, x1, left, width - 10)
     y = Axis(0, y1, height - bottom, top)
-    parts = [_open(chart_id, width, height, label)]
+    base = height - bottom
+    attrs = (
+        f' data-x0="{float(x0)!r}" data-x1="{float(x1)!r}" data-px0="{x.px0}"'
+        f' data-px1="{x.px1}" data-y0="0" data-y1="{float(y1)!r}" data-py0="{y.px0}"'
+        f' data-py1="{y.px1}"' + (f' data-align="{_e(align)}"' if align else "")
+    )
+    clip = f"{chart_id}-clip"
+    parts = [
+        _open(chart_id, width, height, label, attrs),
+        f'<clipPath id="{_e(clip)}"><rect x="{x.px0}" y="{top}" width="{x.px1 - x.px0}" '
+        f'height="{base - top}"/></clipPath>'
+        # the clip sits outside the zoomed group: inside, it would be scaled with it
+        f'<g clip-path="url(#{_e(clip)})"><g class="plot">',
+    ]
     for s0, s1, text in shade:
         parts.append(
             f'<rect class="shade" x="{x(s0):.1f}" y="{top}" width="{max(1.0, x(s1) - x(s0)):.1f}" '
-            f'height="{height - bottom - top}"><title>{_e(text)}</title></rect>'
+            f'height="{base - top}"><title>{_e(text)}</title></rect>'
         )
     for i, (name, xs, ys) in enumerate(series):
         dx, dy = downsample(xs, ys)
         pts = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in zip(dx, dy, strict=True))
         parts.append(
-            f'<polyline class="series" data-name="{_e(name)}" fill="none" '
-            f'stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.2" points="{pts}">'
+            f'<polyline class="series" data-name="{_e(name)}" data-unit="{_e(y_unit)}" '
+            f'fill="none" stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="1.2" '
+            f'vector-effect="non-scaling-stroke" points="{pts}">'
             f"<title>{_e(name)}</title></polyline>"
         )
-    parts.append(_x_axis(x, height - bottom, x_unit))
+    parts.append("</g></g>")
+    parts.append(
+        f'<line class="axis" x1="{x.px0}" y1="{base}" x2="{x.px1}" y2="{base}"/>'
+        f'<g class="xticks" data-y="{base + 14}">{_x_ticks(x, base)}</g>'
+        f'<text class="unit" x="{x.px1}" y="{base + 27}" text-anchor="end">{_e(x_unit)}</text>'
+    )
     parts.append(_y_axis(y, left, y_unit))
-    if series:
-        for i, (name, _, _) in enumerate(series):
-            parts.append(
-                f'<text class="legend" x="{left + 10 + i * 150}" y="{top + 12}" '
-                f'fill="{PALETTE[i % len(PALETTE)]}">{_e(name)}</text>'
-            )
-    parts.append("</svg>")
+    for i, (name, _, _) in enumerate(series):
+        parts.append(
+            f'<text class="legend" x="{left + 40 + i * 150}" y="{top + 12}" '
+            f'fill="{PALETTE[i % len(PALETTE)]}">{_e(name)}</text>'
+        )
+    parts.append(
+        f'<line class="xhair" x1="0" y1="{top}" x2="0" y2="{base}" visibility="hidden"/>'
+        f'<rect class="sel" x="0" y="{top}" width="0" height="{base - top}" '
+        'visibility="hidden"/></svg>'
+    )
     return "".join(parts)
 
 
@@ -272,8 +382,8 @@ def roofline(
         mem = f"{x(x_lo):.1f},{y(peak_bytes * x_lo):.1f} {x(ridge):.1f},{y(peak_flops):.1f}"
         parts.append(
             f'<polyline class="roof" points="{mem} {x(x_hi):.1f},{y(peak_flops):.1f}">'
-            f"<title>ceilings: {_fmt(peak_flops / 1e9)} GFLOP/s, "
-            f"{_fmt(peak_bytes / 1e9)} GB/s, ridge {_fmt(ridge)} FLOP/B</title></polyline>"
+            f"<title>ceilings: {fmt(peak_flops / 1e9)} GFLOP/s, "
+            f"{fmt(peak_bytes / 1e9)} GB/s, ridge {fmt(ridge)} FLOP/B</title></polyline>"
         )
     elif peak_flops:
         parts.append(
@@ -288,7 +398,7 @@ def roofline(
             f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" '
             f'r="{r:.1f}" data-name="{_e(p.get("name"))}"><title>{_e(p.get("name"))} '
             f"({_e(p.get('op_type') or p.get('level') or '')}): "
-            f"{_fmt(p['intensity'])} FLOP/B, {_fmt(p['achieved_flops_per_s'] / 1e9)} GFLOP/s, "
+            f"{fmt(p['intensity'])} FLOP/B, {fmt(p['achieved_flops_per_s'] / 1e9)} GFLOP/s, "
             f"{share:.1%} of time, bound {_e(p.get('bound') or 'unknown')}</title></circle>"
         )
     for t in range(math.ceil(math.log10(x_lo)), math.floor(math.log10(x_hi)) + 1):
@@ -328,7 +438,7 @@ def icicle(chart_id: str, root: dict[str, Any], unit: str, label: str) -> str:
         parts.append(
             f'<g class="cell" data-name="{_e(name)}"><rect x="{x0:.1f}" y="{y}" width="{w:.1f}" '
             f'height="{row_h - 2}" fill="{PALETTE[color % len(PALETTE)]}"/>'
-            f"<title>{_e(name)}: {_fmt(value)} {_e(unit)} ({share:.1%})</title>"
+            f"<title>{_e(name)}: {fmt(value)} {_e(unit)} ({share:.1%})</title>"
         )
         if w > 40:
             chars = int(w / 7)

@@ -327,14 +327,23 @@ def update_latest(root: Path, target: Path) -> None:
 
 
 def iter_sessions(root: Path) -> Iterator[Path]:
-    """Published bundles under a sessions root, oldest first (hidden staging folders skipped)."""
+    """Published bundles under a sessions root, oldest first (hidden staging folders skipped).
+
+    A bundle or day folder that is a symlink resolving outside the root is skipped: what a
+    root lists (and what ``aaco serve`` serves from it) stays inside it.
+    """
     if not root.is_dir():
         return
+    inside = root.resolve()
     for day in sorted(root.iterdir()):
         if day.name.startswith(".") or day.name == LATEST or not day.is_dir():
             continue
         for bundle in sorted(day.iterdir()):
-            if not bundle.name.startswith(".") and (bundle / SESSION_FILE).is_file():
+            if (
+                not bundle.name.startswith(".")
+                and (bundle / SESSION_FILE).is_file()
+                and bundle.resolve().is_relative_to(inside)
+            ):
                 yield bundle
 
 

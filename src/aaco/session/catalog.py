@@ -33,6 +33,9 @@ def session_row(session: Session) -> dict[str, Any]:
         "throughput": thr.get("items_per_s"),
         "iterations_per_s": thr.get("iterations_per_s"),
         "fingerprint": meta.get("fingerprint"),
+        "threads": (meta.get("run") or {}).get("threads"),
+        "preprocess": (meta.get("run") or {}).get("preprocess"),
+        "framework": (meta.get("run") or {}).get("framework"),
     }
 
 
