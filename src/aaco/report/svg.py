@@ -26,6 +26,8 @@ LABEL_CHARS = 36
 #: share of values beyond median + 10 MAD that is still "a few outliers"
 HIST_TAIL_SHARE = 0.02
 HIST_QUANTILE = 0.995
+#: hi / lo of a histogram's range from which its bins are log-spaced
+LOG_BINS_RANGE = 20.0
 HIST_MADS = 10.0
 
 
@@ -175,19 +177,24 @@ def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bin
     over = [v for v in values if v > hi]
     if hi <= lo:
         hi = lo + max(abs(lo) * 1e-6, 1e-9)
+    # a range spanning more than LOG_BINS_RANGE x (a 60 us body and 4 ms scheduler ticks)
+    # gets log-spaced bins, so that both the body and the far mode are resolved
+    log = lo > 0 and hi / lo >= LOG_BINS_RANGE
+    f, f_inv = (math.log, math.exp) if log else (float, float)
+    a, b = f(lo), f(hi)
     counts = [0] * bins
     for v in values:
         if v <= hi:
-            counts[min(bins - 1, int((v - lo) / (hi - lo) * bins))] += 1
+            counts[min(bins - 1, int((f(v) - a) / (b - a) * bins))] += 1
     cmax = max(*counts, len(over))
     plot_right = width - (70 if over else 10)
-    x = Axis(lo, hi, left, plot_right)
+    x = Axis(lo, hi, left, plot_right, log=log)
     y = Axis(0, cmax, height - bottom, top)
     parts = [_open(chart_id, width, height, label)]
     bw = (plot_right - left) / bins
     for i, c in enumerate(counts):
-        b0 = lo + i * (hi - lo) / bins
-        b1 = b0 + (hi - lo) / bins
+        b0 = f_inv(a + i * (b - a) / bins)
+        b1 = f_inv(a + (i + 1) * (b - a) / bins)
         parts.append(
             f'<rect class="bin" x="{left + i * bw:.1f}" y="{y(c):.1f}" width="{bw - 1:.1f}" '
             f'height="{height - bottom - y(c):.1f}" fill="{PALETTE[0]}">'
@@ -203,16 +210,30 @@ def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bin
             f'<text class="tick" x="{ox + 17}" y="{height - bottom + 14}" '
             f'text-anchor="middle">&gt; {fmt(hi)} {_e(unit)}</text>'
         )
-    parts.append(_x_axis(x, height - bottom, unit))
+    parts.append(_x_axis(x, height - bottom, f"{unit}, log scale" if log else unit))
     parts.append(_y_axis(y, left, "iterations"))
     parts.append("</svg>")
     return "".join(parts)
 
 
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks of each decade within [lo, hi] (only the 1s when that is too many)."""
+    ticks = [
+        m * 10.0**e
+        for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        for m in (1, 2, 5)
+        if lo <= m * 10.0**e <= hi * (1 + 1e-9)
+    ]
+    if len(ticks) > 8:
+        ticks = [t for t in ticks if math.isclose(10 ** round(math.log10(t)), t)]
+    return ticks or [lo, hi]
+
+
 def _x_ticks(x: Axis, y_px: float) -> str:
     out = []
-    ticks = _ticks(x.lo, x.hi)
-    for t, text in zip(ticks, _tick_labels(ticks), strict=True):
+    ticks = _log_ticks(x.lo, x.hi) if x.log else _ticks(x.lo, x.hi)
+    labels = [fmt(t) for t in ticks] if x.log else _tick_labels(ticks)
+    for t, text in zip(ticks, labels, strict=True):
         px = x(t)
         half = len(text) * 3.5  # about 7 px per character at 11 px
         # a centred label at either end of the axis runs past the chart's edge
