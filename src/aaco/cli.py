@@ -506,7 +506,8 @@ def diff(
 ) -> int:
     """Did SESSION regress against BASELINE? Writes regress/diff.json and verdict.json.
 
-    Exit status: 0 no change or improvement, 1 regression, 3 inconclusive, 2 bad input.
+    Exit status: 0 no change or improvement, 1 regression, 3 inconclusive, 2 bad input,
+    4 an internal error of AACO.
     """
     from aaco.regress.baseline import resolve
     from aaco.regress.diff import diff_sessions, write_diff

@@ -230,3 +230,22 @@ def test_judging_at_another_margin_equals_a_fresh_comparison() -> None:
         assert again.to_json() == fresh.to_json()
     assert c0.at_margin(0.02).verdict == REGRESSION
     assert c0.at_margin(0.2).verdict == NO_CHANGE
+
+
+def test_the_headline_is_the_gate_that_decided() -> None:
+    rng = np.random.default_rng(15)
+
+    def mix(slow_share: float) -> np.ndarray:  # type: ignore[type-arg]
+        n_slow = int(300 * slow_share)
+        x = np.r_[rng.normal(1.0, 0.01, 300 - n_slow), rng.normal(2.0, 0.02, n_slow)]
+        rng.shuffle(x)
+        return x
+
+    c = compare(mix(0.2), mix(0.7), delta=0.03)
+    assert c.verdict == REGRESSION
+    assert c.primary.name in ("p25", "p50", "p75") and c.primary.verdict == REGRESSION
+    assert c.primary.delta_pct > 50
+    assert c.to_json()["primary"] == c.primary.name
+    # without a deciding gate the headline is the first one asked for
+    same = compare(rng.normal(1, 0.01, 300), rng.normal(1, 0.01, 300), delta=0.03)
+    assert same.primary.name == "p10"

@@ -182,3 +182,20 @@ def test_iterations_are_counted_within_each_source() -> None:
     out = per_iteration_medians(ops, ("node_name", "op_type"))
     assert out[("conv", "Conv")] == (pytest.approx(5_000), pytest.approx(1.0))
     assert out[("aten::mm", "aten::mm")] == (pytest.approx(4_000), pytest.approx(2.0))
+
+
+def test_keys_keep_nulls_and_any_characters() -> None:
+    from aaco.analysis.ops import per_iteration_medians
+
+    ops = OPS.from_rows(
+        [
+            {"source": None, "iteration": 0, "node_name": "a\x1fb", "op_type": None,
+             "provider": "CPUExecutionProvider", "dur_ns": 1_000},
+            {"source": None, "iteration": 1, "node_name": "a\x1fb", "op_type": None,
+             "provider": "CPUExecutionProvider", "dur_ns": 3_000},
+            {"source": None, "iteration": 1, "node_name": "c", "op_type": "Add",
+             "provider": "CPUExecutionProvider", "dur_ns": 5_000},
+        ]
+    )  # fmt: skip
+    out = per_iteration_medians(ops, ("node_name", "op_type"))
+    assert out == {("a\x1fb", None): (2_000.0, 1.0), ("c", "Add"): (2_500.0, 0.5)}

@@ -375,3 +375,57 @@ def test_bad_thresholds_are_refused(text: str) -> None:
 
     with pytest.raises(UsageError, match="threshold"):
         _threshold(text)
+
+
+def test_guarded_verdicts_claim_no_confidence_and_keep_the_statistics(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+    _set_contention(a, 30.0, 100.0)
+    _set_contention(b, 60.0, 100.0)
+    v = diff_sessions(Session.load(a), Session.load(b), use_history=False)["verdict"]
+    assert v["verdict"] == "INCONCLUSIVE" and v["confidence"] is None
+    assert v["statistical_verdict"] == "REGRESSION" and v["statistical_confidence"] > 0.99
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "busy", None])
+def test_odd_telemetry_or_env_is_unknown_contention(
+    regress_sessions: Sessions, tmp_path: Path, bad: object
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+    _set_contention(a, 30.0, 100.0)
+    _set_contention(b, 60.0, 100.0)
+    f = b / "metrics" / "inference_summary.json"
+    summary = json.loads(f.read_text())
+    summary["telemetry"]["sys_cpu_pct_mean"] = bad
+    f.write_text(json.dumps(summary))
+    env = json.loads((a / "env.json").read_text())
+    env["cpu"] = "weird"
+    (a / "env.json").write_text(json.dumps(env))
+    out = diff_sessions(Session.load(a), Session.load(b), use_history=False)
+    assert out["verdict"]["verdict"] == "REGRESSION"  # no contention known: the verdict stands
+    assert out["verdict"]["measurement_valid"] is True
+
+
+def test_noise_floor_history_comes_from_the_baselines_own_root_when_it_lies_elsewhere(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(2)
+    root = tmp_path / "sessions"
+    paths = [
+        derived_session(
+            regress_sessions.base, root, f"20260101_00000{i}_00000{i}", rng.normal(m, 0.01, 200),
+            created_utc=f"2026-01-01T00:00:0{i}.000Z",
+        )
+        for i, m in enumerate([2.0, 2.1, 1.9, 2.05, 1.95, 2.0])
+    ]  # fmt: skip
+    new = derived_session(
+        regress_sessions.base, root, "20260101_000100_ffffff", rng.normal(2.0, 0.01, 200),
+        created_utc="2026-01-01T00:01:00.000Z",
+    )  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = diff_sessions(
+        Session.load(paths[-1]), Session.load(new), sessions_root=elsewhere
+    )  # a --sessions that does not hold the baseline
+    assert out["noise_floor"]["history_sessions"] == 6

@@ -99,3 +99,14 @@ def test_run_settings_split_groups_and_every_change_point_is_shown(
     groups = history(root)
     assert sorted(len(x["sessions"]) for x in groups) == [1, 23]
     assert {x["threads"] for x in groups} == {threads, 7}
+
+
+def test_sessions_of_other_input_shapes_are_another_configuration(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    root = _history(tmp_path, regress_sessions.base, [2.0] * 6)
+    for bundle in sorted(root.glob("*/*"))[:3]:
+        meta = json.loads((bundle / "session.json").read_text())
+        meta["run"]["inputs"] = [{"name": "x", "shape": [8, 3, 224, 224]}]
+        (bundle / "session.json").write_text(json.dumps(meta))
+    assert sorted(len(g["sessions"]) for g in history(root)) == [3, 3]

@@ -249,10 +249,12 @@ class Comparison:
     requested_gates: tuple[str, ...] = ()
     #: bootstrap ratios session/baseline, one row per quantile of ``QUANTILES``
     ratios: np.ndarray[Any, Any] | None = field(default=None, repr=False, compare=False)
+    #: the gate the headline reports: the one that decided a REGRESSION or IMPROVEMENT
+    primary_gate: str = ""
 
     @property
     def primary(self) -> MetricShift:
-        return self.metrics[self.gates[0]]
+        return self.metrics[self.primary_gate or self.gates[0]]
 
     def at_margin(self, delta: float, gates: Sequence[str] | None = None) -> Comparison:
         """The same bootstrap judged against another margin (and gates), no resampling."""
@@ -263,7 +265,7 @@ class Comparison:
         if unknown:
             raise ValueError(f"unknown gate(s) {unknown}; choose from {', '.join(QUANTILES)}")
         shifts = _shifts(self.ratios, self.metrics, delta)
-        verdict, metrics, used, notes = _judge(shifts, requested, self.alpha, self.bimodal)
+        verdict, metrics, used, notes, primary = _judge(shifts, requested, self.alpha, self.bimodal)
         base_warnings = [w for w in self.warnings if not w.startswith(_SHAPE_NOTE)]
         return replace(
             self,
@@ -273,6 +275,7 @@ class Comparison:
             gates=used,
             requested_gates=requested,
             warnings=[*base_warnings, *notes],
+            primary_gate=primary,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -282,7 +285,7 @@ class Comparison:
             "alpha": self.alpha,
             "gates": list(self.gates),
             "requested_gates": list(self.requested_gates or self.gates),
-            "primary": self.gates[0],
+            "primary": self.primary.name,
             "metrics": {k: v.to_json() for k, v in self.metrics.items()},
             "welch": self.welch.to_json(),
             "method": {
@@ -362,8 +365,10 @@ def _judge(
     requested: tuple[str, ...],
     alpha: float,
     bimodal: tuple[bool, bool],
-) -> tuple[str, dict[str, MetricShift], tuple[str, ...], list[str]]:
-    """The verdict: Holm over the gating quantiles, then the median's say.
+) -> tuple[str, dict[str, MetricShift], tuple[str, ...], list[str], str]:
+    """The verdict: Holm over the gating quantiles, then the median's say; and the gate
+    the headline reports (the strongest one behind a REGRESSION or IMPROVEMENT, else the
+    first requested).
 
     A bimodal side makes the quartiles and the median gate too (mass moving between the
     modes is a real change that the fast end cannot see, and a median between two modes is
@@ -405,7 +410,14 @@ def _judge(
                 "INCONCLUSIVE: rerun, or gate on p50 (--gate p50)"
             )
             overall = INCONCLUSIVE
-    return overall, metrics, gates, notes
+    primary = gates[0]
+    if overall == REGRESSION:
+        deciding = [g for g in gates if metrics[g].verdict == REGRESSION]
+        primary = min(deciding, key=lambda g: metrics[g].p_regression_holm or 1.0)
+    elif overall == IMPROVEMENT:
+        deciding = [g for g in gates if metrics[g].verdict == IMPROVEMENT]
+        primary = min(deciding, key=lambda g: metrics[g].p_improvement_holm or 1.0)
+    return overall, metrics, gates, notes, primary
 
 
 def compare(
@@ -471,7 +483,7 @@ def compare(
         )
     bim = (is_bimodal(a), is_bimodal(b))
     requested = tuple(dict.fromkeys(gates))
-    overall, metrics, gate_list, notes = _judge(
+    overall, metrics, gate_list, notes, primary = _judge(
         _shifts(ratios, points, delta), requested, alpha, bim
     )
     t = sps.ttest_ind(b, a, equal_var=False)
@@ -510,6 +522,7 @@ def compare(
         warnings=[*warnings, *notes],
         requested_gates=requested,
         ratios=ratios,
+        primary_gate=primary,
     )
 
 

@@ -130,15 +130,17 @@ def group_medians(
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray[Any, Any], list[Any]]:
+    """Dictionary codes of ``col`` (0 where it is null: mask those apart) and its values."""
     enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    codes = pc.fill_null(enc.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, enc.dictionary.to_pylist()
 
 
 def per_iteration_medians(
     ops: pa.Table, by: tuple[str, ...] = ("node_name",)
-) -> dict[tuple[str, ...], tuple[float, float]]:
-    """Per key (the ``by`` columns): (the median over the profiled iterations of its summed
-    time in each iteration, in ns; its executions per iteration).
+) -> dict[tuple[Any, ...], tuple[float, float]]:
+    """Per key (the ``by`` columns' values, None for a null): (the median over the profiled
+    iterations of its summed time in each iteration, in ns; its executions per iteration).
 
     An iteration where the key did not run counts as 0. Iterations are counted within each
     ``source``: rows of an ONNX Runtime profile (10 iterations, say) and of an imported
@@ -158,12 +160,18 @@ def per_iteration_medians(
     universes, it_idx = np.unique(src * span + it, return_inverse=True)
     it_idx = it_idx.reshape(-1)
     iters_of_src = np.bincount(universes // span, minlength=n_src)
-    keycol = (
-        pc.fill_null(ops.column(by[0]), "")
-        if len(by) == 1
-        else pc.binary_join_element_wise(*(pc.fill_null(ops.column(c), "") for c in by), "\x1f")
-    )
-    key, names = _codes(keycol)
+    # one code per distinct combination of the ``by`` values (nulls kept as their own
+    # value), combined numerically: no separator that a name could contain
+    key = np.zeros(ops.num_rows, dtype=np.int64)
+    for c in by:
+        codes, values = _codes(ops.column(c))
+        nulls = np.asarray(pc.is_null(ops.column(c)).to_numpy(zero_copy_only=False))
+        codes = np.where(nulls, len(values), codes)
+        key = key * (len(values) + 1) + codes
+    _, first, key = np.unique(key, return_index=True, return_inverse=True)
+    key = key.reshape(-1)
+    cols = [ops.column(c).take(pa.array(first)).to_pylist() for c in by]
+    names = list(zip(*cols, strict=True))
     pairs, pair = np.unique(key * n_src + src, return_inverse=True)
     pair = pair.reshape(-1)
     n_pairs, n_univ = len(pairs), len(universes)
@@ -178,11 +186,7 @@ def per_iteration_medians(
         if k not in best or calls[i] > calls[best[k]]:
             best[k] = i
     return {
-        tuple(str(names[k]).split("\x1f")) if len(by) > 1 else (str(names[k]),): (
-            float(medians[i]),
-            float(calls[i]) / float(size[i]),
-        )
-        for k, i in best.items()
+        names[k]: (float(medians[i]), float(calls[i]) / float(size[i])) for k, i in best.items()
     }
 
 
@@ -194,4 +198,4 @@ def typical_ns_per_iter(ops: pa.Table, by: str = "node_name") -> dict[str, float
     """
     if by not in ("node_name", "op_type"):
         raise ValueError(f"typical_ns_per_iter: by must be node_name or op_type, not {by!r}")
-    return {k[0]: v[0] for k, v in per_iteration_medians(ops, (by,)).items()}
+    return {str(k[0] or ""): v[0] for k, v in per_iteration_medians(ops, (by,)).items()}

@@ -8,7 +8,7 @@ The method is described in docs/methodology.md.
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from aaco.analysis.evidence import dict_differences, movers, scalar_delta
 from aaco.errors import BundleError, UsageError
 from aaco.regress.baseline import reference, usable_session
 from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
+from aaco.session.catalog import RUN_SETTINGS, run_settings
 
 DIFF_FILE = "regress/diff.json"
 VERDICT_FILE = "regress/verdict.json"
@@ -47,8 +48,6 @@ EXIT_CODES = {NO_CHANGE: 0, IMPROVEMENT: 0, REGRESSION: 1, INCONCLUSIVE: 3}
 
 #: run settings whose change is a candidate cause by itself
 _RUN_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "profile_mode")
-#: run settings that change the measured latencies themselves (the profiled pass is apart)
-_POOL_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "device", "compile")
 
 _RECOMMEND = {
     "configuration change": "The runs were configured differently; rerun the baseline with "
@@ -98,9 +97,7 @@ def run_key(session: Session) -> tuple[Any, ...]:
     """``config_key`` plus the run settings that change latency by themselves (threads,
     input shapes, preprocessing, framework): what runs pooled on one side, sessions of one
     history and the noise floor's past sessions must share."""
-    run = session.meta.get("run") or {}
-    settings = json.dumps({k: run.get(k) for k in _POOL_KEYS}, sort_keys=True, default=str)
-    return (*config_key(session), settings)
+    return (*config_key(session), run_settings(session.meta))
 
 
 def baseline_history(
@@ -313,8 +310,8 @@ def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
 
 def environment_differences(baseline: Session, session: Session) -> dict[str, Any]:
     """Differences that can explain a change: fingerprint, packages, run settings, env."""
-    ea, eb = baseline.env or {}, session.env or {}
-    ra, rb = baseline.meta.get("run") or {}, session.meta.get("run") or {}
+    ea, eb = _dict(baseline.env), _dict(session.env)
+    ra, rb = _dict(baseline.meta.get("run")), _dict(session.meta.get("run"))
     run = [
         d
         for d in dict_differences(
@@ -324,14 +321,16 @@ def environment_differences(baseline: Session, session: Session) -> dict[str, An
     backend = dict_differences(baseline.meta.get("backend"), session.meta.get("backend"))
     return {
         "same_fingerprint": baseline.meta.get("fingerprint") == session.meta.get("fingerprint"),
-        "fingerprint": dict_differences(ea.get("fingerprint_fields"), eb.get("fingerprint_fields")),
-        "packages": dict_differences(ea.get("packages"), eb.get("packages")),
+        "fingerprint": dict_differences(
+            _dict(ea.get("fingerprint_fields")), _dict(eb.get("fingerprint_fields"))
+        ),
+        "packages": dict_differences(_dict(ea.get("packages")), _dict(eb.get("packages"))),
         "run": run,
         "backend": backend,
-        "env_vars": dict_differences(ea.get("env_vars"), eb.get("env_vars")),
+        "env_vars": dict_differences(_dict(ea.get("env_vars")), _dict(eb.get("env_vars"))),
         "cpu_governors": dict_differences(
-            {"governors": (ea.get("cpu") or {}).get("governors")},
-            {"governors": (eb.get("cpu") or {}).get("governors")},
+            {"governors": _dict(ea.get("cpu")).get("governors")},
+            {"governors": _dict(eb.get("cpu")).get("governors")},
         ),
         "gpus": dict_differences({"gpus": ea.get("gpus")}, {"gpus": eb.get("gpus")}),
     }
@@ -414,7 +413,7 @@ def _setting_differences(a: Session, b: Session) -> list[dict[str, Any]]:
         {k: (b.meta.get(k) or {}).get("name") for k in keys},
     )
     return out + dict_differences(
-        {k: ra.get(k) for k in _POOL_KEYS}, {k: rb.get(k) for k in _POOL_KEYS}
+        {k: ra.get(k) for k in RUN_SETTINGS}, {k: rb.get(k) for k in RUN_SETTINGS}
     )
 
 
@@ -429,12 +428,25 @@ def cpu_contention(session: Session) -> float | None:
     """Other processes' share of the machine's CPU during the measured phase (0-1): the
     system's busy share minus the worker's own (docs/bottleneck_taxonomy.md); None without
     telemetry or a CPU count."""
-    tel = (session.summary or {}).get("telemetry") or {}
-    sys_cpu, proc_cpu = tel.get("sys_cpu_pct_mean"), tel.get("proc_cpu_pct_mean")
-    cores = ((session.env or {}).get("cpu") or {}).get("logical_cores")
+    tel = _dict((session.summary or {}).get("telemetry"))
+    cpu = _dict(_dict(session.env).get("cpu"))
+    sys_cpu, proc_cpu = _finite(tel.get("sys_cpu_pct_mean")), _finite(tel.get("proc_cpu_pct_mean"))
+    cores = _finite(cpu.get("logical_cores"))
     if sys_cpu is None or proc_cpu is None or not cores:
         return None
-    return max(0.0, float(sys_cpu) / 100.0 - float(proc_cpu) / 100.0 / float(cores))
+    return max(0.0, sys_cpu / 100.0 - proc_cpu / 100.0 / cores)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    """``v`` when it is a JSON object, else empty: a hand-edited bundle must not crash."""
+    return v if isinstance(v, dict) else {}
+
+
+def _finite(v: Any) -> float | None:
+    """A finite number, else None (unknown): NaN telemetry is no measurement of 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
 
 
 def contention_guard(baseline: Session, session: Session, verdict: str) -> str | None:
@@ -589,7 +601,12 @@ def diff_sessions(
     if gate_list and gate_list[0] not in QUANTILES:
         raise UsageError(f"unknown gate {gate_list[0]!r}; choose from {', '.join(QUANTILES)}")
     q = QUANTILES[gate_list[0]] if gate_list else 0.5
-    history = baseline_history(first_a, q, root=sessions_root) if use_history else []
+    # the root named (--sessions) when the baseline lies in it, else the baseline's own
+    in_root = sessions_root is not None and first_a.path.resolve().is_relative_to(
+        sessions_root.resolve()
+    )
+    history_root = sessions_root if in_root else None
+    history = baseline_history(first_a, q, root=history_root) if use_history else []
     floor = noise_floor(history)
     # with POOLED_RUNS runs on each side the two-stage bootstrap already holds the
     # run-to-run variation the floor stands for: adding it would count that noise twice
@@ -653,8 +670,12 @@ def diff_sessions(
         "regression": final == REGRESSION,
         "verdict": final,
         "severity": severity(final, prim.delta_pct),
-        "confidence": conf,
+        # an INCONCLUSIVE verdict claims nothing: no confidence; what the statistics alone
+        # said (before the shape and contention guards) stays beside it
+        "confidence": None if final == INCONCLUSIVE else conf,
         "confidence_label": label,
+        "statistical_verdict": comp.verdict,
+        "statistical_confidence": conf,
         "metric": prim.name,
         "latency_delta_pct": prim.delta_pct,
         "latency_delta_ms": latency_delta_ms,

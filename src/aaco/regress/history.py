@@ -1,9 +1,11 @@
 """``aaco history``: the sessions of one configuration over time, with change points.
 
-Sessions are grouped by (model, backend, batch, threads, preprocessing, framework,
-hardware/software fingerprint): a change of any of these is a new configuration, not a
-change point. Within a group they are ordered by creation time and change points are
-searched on the per-session log-median and log-p90 (see :mod:`aaco.analysis.changepoint`).
+Sessions are grouped by (model, backend, hardware/software fingerprint and the run
+settings of :data:`aaco.session.catalog.RUN_SETTINGS`: batch, threads, input shapes,
+preprocessing, framework, torch device and compile): a change of any of these is a new
+configuration, not a change point. Within a group they are ordered by creation time and
+change points are searched on the per-session log-median and log-p90 (see
+:mod:`aaco.analysis.changepoint`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def history(
             row.get("threads"),
             row.get("preprocess"),
             row.get("framework"),
+            row.get("settings"),
         )
         groups.setdefault(key, []).append(row)
     out = []

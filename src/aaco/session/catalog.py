@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from aaco.errors import BundleError
 from aaco.session.bundle import Session, iter_sessions
+
+#: run settings that change the measured latencies themselves (the profiled pass is apart):
+#: runs of one configuration, pooled or charted together, must share them
+RUN_SETTINGS = ("batch", "threads", "inputs", "preprocess", "framework", "device", "compile")
+
+
+def run_settings(meta: dict[str, Any]) -> str:
+    """The ``RUN_SETTINGS`` of a bundle's ``session.json``, as one comparable string."""
+    run = meta.get("run")
+    run = run if isinstance(run, dict) else {}
+    return json.dumps({k: run.get(k) for k in RUN_SETTINGS}, sort_keys=True, default=str)
 
 
 def session_row(session: Session) -> dict[str, Any]:
@@ -36,6 +48,7 @@ def session_row(session: Session) -> dict[str, Any]:
         "threads": (meta.get("run") or {}).get("threads"),
         "preprocess": (meta.get("run") or {}).get("preprocess"),
         "framework": (meta.get("run") or {}).get("framework"),
+        "settings": run_settings(meta),
     }
 
 
