@@ -118,9 +118,21 @@ def test_several_gates_are_holm_corrected() -> None:
 
 
 def test_noise_floor_known_value() -> None:
+    # log values 0, .01, -.01, .02, -.02: consecutive differences .01, -.02, .03, -.04,
+    # median -.005, absolute deviations .015 .015 .035 .035 -> MAD .025
     medians = [math.exp(v) for v in (0.0, 0.01, -0.01, 0.02, -0.02)]
-    assert noise_floor(medians) == pytest.approx(math.expm1(3 * math.sqrt(2) * 1.4826 * 0.01))
+    assert noise_floor(medians) == pytest.approx(math.expm1(3 * 1.4826 * 0.025))
     assert noise_floor(medians[:4]) is None
+
+
+def test_noise_floor_ignores_a_level_shift_in_the_history() -> None:
+    # 20 sessions wandering by 0.5 %, then a +20 % step that stayed: the spread of the levels
+    # would make a 30 % floor; consecutive differences see one jump and the 0.5 % noise
+    rng = np.random.default_rng(16)
+    logs = rng.normal(0, 0.005, 20)
+    logs[10:] += math.log(1.2)
+    floor = noise_floor(np.exp(logs).tolist())
+    assert floor is not None and floor < 0.05
 
 
 @pytest.mark.parametrize(

@@ -592,18 +592,21 @@ MAD_TO_SIGMA = 1.4826
 
 def noise_floor(session_values: Sequence[float]) -> float | None:
     """Relative margin learned from a configuration's past sessions (one value each, the
-    gating quantile): ``exp(3 x sqrt(2) x 1.4826 x MAD(log values)) - 1``; None under
-    ``NOISE_FLOOR_MIN_SESSIONS``.
+    gating quantile, oldest first): ``exp(3 x 1.4826 x MAD(d)) - 1`` where ``d`` are the
+    differences of consecutive log values; None under ``NOISE_FLOOR_MIN_SESSIONS``.
 
-    1.4826 x MAD estimates, robustly, the standard deviation of one session's log value
-    around the configuration's typical one. A diff compares *two* sessions, each off by
-    that much, so their log ratio varies sqrt(2) times as much: the floor is three
-    standard deviations of that difference (BENCHMARKS.md §11: without the sqrt(2), 7.6 %
-    of identical pairs were called regressions in a noisy hour; with it, 1.4 %).
+    A diff compares *two* sessions, so the floor is three standard deviations of the log
+    ratio of two sessions, and the differences of consecutive sessions are exactly such
+    ratios (1.4826 x MAD estimates their standard deviation robustly). Consecutive
+    differences, not the spread of the levels: a history holds drifts and level shifts
+    (the change points ``aaco history`` finds), which would inflate the spread of the
+    levels and blind the gate for 50 sessions after each, while each adds one difference
+    that the median ignores (the moving range of a Shewhart individuals chart).
+    BENCHMARKS.md §11 compares the rules.
     """
     m = np.asarray([v for v in session_values if v and v > 0], dtype=np.float64)
     if m.size < NOISE_FLOOR_MIN_SESSIONS:
         return None
-    logs = np.log(m)
-    mad = float(np.median(np.abs(logs - np.median(logs))))
-    return float(math.expm1(NOISE_FLOOR_K * math.sqrt(2.0) * MAD_TO_SIGMA * mad))
+    d = np.diff(np.log(m))
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return float(math.expm1(NOISE_FLOOR_K * MAD_TO_SIGMA * mad))

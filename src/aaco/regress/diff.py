@@ -713,8 +713,9 @@ def diff_sessions(
             "applied": floor_applied,
             "floor_pct": None if floor is None else floor * 100.0,
             "quantile": comp.gates[0],
-            "rule": "3 x sqrt(2) x 1.4826 x MAD of the log gating quantile of past sessions "
-            "(>= 5): three standard deviations of the log ratio of two sessions",
+            "rule": "3 x 1.4826 x MAD of the differences of consecutive past sessions' log "
+            "gating quantile (>= 5 sessions): three standard deviations of the log ratio of "
+            "two sessions, robust to drifts and level shifts",
         },
         "evidence": evidence,
         "baseline_ref": reference(baseline, sessions_root, baseline_name),
