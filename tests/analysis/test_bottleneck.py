@@ -199,6 +199,13 @@ def test_micro_op_share_ignores_a_stalled_execution() -> None:
     assert micro_op_time_share(_op_rows(spec)) == pytest.approx(5 / 55)
 
 
+def test_micro_op_share_with_a_nameless_node() -> None:
+    # a profile row without a node name is one node "", not a crash: 5 us of 55 us
+    spec: list[tuple[int, Any, int]] = [(it, None, 5_000) for it in range(10)]
+    spec += [(it, "slow", 50_000) for it in range(10)]
+    assert micro_op_time_share(_op_rows(spec)) == pytest.approx(5 / 55)
+
+
 def test_micro_op_share_in_measured_time() -> None:
     # 400 nodes recorded at 7-14 us under a profiler that made the pass 25x slower: in the
     # measured pass they are sub-us operators (zoo-launch on the 2-core machine)

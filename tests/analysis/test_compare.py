@@ -184,18 +184,20 @@ def test_one_run_given_as_a_list_of_runs_is_the_single_series_method() -> None:
         compare([a, a[:5]], b, delta=0.01)
 
 
+def _two_modes(rng: np.random.Generator, slow_share: float) -> np.ndarray:  # type: ignore[type-arg]
+    """300 latencies: a fast mode at 1 ms and ``slow_share`` of them at 2 ms, shuffled."""
+    n_slow = int(300 * slow_share)
+    x = np.r_[rng.normal(1.0, 0.01, 300 - n_slow), rng.normal(2.0, 0.02, n_slow)]
+    rng.shuffle(x)
+    return x
+
+
 def test_bimodal_mass_moving_to_the_slow_mode_is_a_regression() -> None:
     # the fast mode (and so p10) stays put while half of the iterations more take the slow
     # path: the median doubles; p10 alone would call this NO CHANGE
     rng = np.random.default_rng(11)
 
-    def mix(slow_share: float) -> np.ndarray:  # type: ignore[type-arg]
-        n_slow = int(300 * slow_share)
-        x = np.r_[rng.normal(1.0, 0.01, 300 - n_slow), rng.normal(2.0, 0.02, n_slow)]
-        rng.shuffle(x)
-        return x
-
-    c = compare(mix(0.2), mix(0.7), delta=0.03)
+    c = compare(_two_modes(rng, 0.2), _two_modes(rng, 0.7), delta=0.03)
     assert c.bimodal == (True, True)
     assert abs(c.metrics["p10"].delta_pct) < 3
     assert c.metrics["p50"].delta_pct > 90
@@ -247,13 +249,7 @@ def test_judging_at_another_margin_equals_a_fresh_comparison() -> None:
 def test_the_headline_is_the_gate_that_decided() -> None:
     rng = np.random.default_rng(15)
 
-    def mix(slow_share: float) -> np.ndarray:  # type: ignore[type-arg]
-        n_slow = int(300 * slow_share)
-        x = np.r_[rng.normal(1.0, 0.01, 300 - n_slow), rng.normal(2.0, 0.02, n_slow)]
-        rng.shuffle(x)
-        return x
-
-    c = compare(mix(0.2), mix(0.7), delta=0.03)
+    c = compare(_two_modes(rng, 0.2), _two_modes(rng, 0.7), delta=0.03)
     assert c.verdict == REGRESSION
     assert c.primary.name in ("p25", "p50", "p75") and c.primary.verdict == REGRESSION
     assert c.primary.delta_pct > 50

@@ -58,3 +58,12 @@ def test_short_window_falls_back_to_the_whole_run() -> None:
 def test_no_samples_is_unknown() -> None:
     s = summarize_system(SYSTEM_EVENTS.empty())
     assert s["samples"] == 0 and s["ctx_switches_per_s"] is None and s["proc_cpu_pct_mean"] is None
+
+
+def test_cpu_contention_known_values() -> None:
+    from aaco.analysis.telemetry import cpu_contention
+
+    # 4 cores 60 % busy, the worker uses one whole core (100 %): others 0.6 - 0.25 = 0.35
+    assert cpu_contention(60.0, 100.0, 4) == pytest.approx(0.35)
+    # a worker busier than the system sample (sampling jitter) is no negative contention
+    assert cpu_contention(20.0, 100.0, 4) == 0.0

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aaco.analysis.ops import group_medians, per_iteration_medians
+from aaco.analysis.telemetry import cpu_contention
 
 __all__ = [
     "CLASSES",
@@ -263,7 +264,9 @@ def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
     ops = ops.filter(pc.is_valid(ops.column("iteration")))
     if not ops.num_rows:
         return None
+    # nameless rows are one node "" in both medians below
     names = pc.fill_null(ops.column("node_name"), "").combine_chunks()
+    ops = ops.set_column(ops.schema.get_field_index("node_name"), "node_name", names)
     encoded = pc.dictionary_encode(names)
     node = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     dur = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)
@@ -368,9 +371,7 @@ def gather_signals(
     contention = None
     cont_missing: str | None = "no telemetry"
     if sys_cpu is not None and proc_cpu is not None and cores:
-        # system busy share not explained by the worker itself (psutil: sys in % of all
-        # cores, proc in % of one core)
-        contention = max(0.0, sys_cpu / 100.0 - proc_cpu / 100.0 / cores)
+        contention = cpu_contention(sys_cpu, proc_cpu, cores)
         cont_missing = None
     elif sys_cpu is not None:
         cont_missing = "CPU count unknown"

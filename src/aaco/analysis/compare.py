@@ -372,10 +372,10 @@ def _judge(
 
     A bimodal side makes the quartiles and the median gate too (mass moving between the
     modes is a real change that the fast end cannot see, and a median between two modes is
-    unstable, so p25 and p75 carry it). Otherwise the median is a guard: when its own interval lies
-    wholly beyond the margin on the other side of what the gate concluded (or the gate saw
-    no change), the distribution changed shape and the verdict is INCONCLUSIVE, never a
-    NO CHANGE that hides a slower median.
+    unstable, so p25 and p75 carry it). Otherwise the median is a guard: when its own
+    interval lies wholly beyond the margin on the other side of what the gate concluded (or
+    the gate saw no change), the distribution changed shape and the verdict is
+    INCONCLUSIVE, never a NO CHANGE that hides a slower median.
     """
     gates = requested
     if any(bimodal):

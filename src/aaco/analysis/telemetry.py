@@ -93,3 +93,9 @@ def summarize_system(
         out["cpu_freq_mhz_min"] = float(freq.min())
         out["cpu_freq_mhz_max"] = float(freq.max())
     return out
+
+
+def cpu_contention(sys_cpu_pct: float, proc_cpu_pct: float, cores: float) -> float:
+    """Other processes' share of the machine's CPU (0-1): the system's busy share (``%`` of
+    all cores) minus the worker's own (``%`` of one core, over ``cores`` logical CPUs)."""
+    return max(0.0, sys_cpu_pct / 100.0 - proc_cpu_pct / 100.0 / cores)

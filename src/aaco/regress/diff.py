@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from aaco import __version__
+from aaco.analysis import telemetry
 from aaco.analysis.compare import (
     DEFAULT_GATES,
     IMPROVEMENT,
@@ -434,7 +435,7 @@ def cpu_contention(session: Session) -> float | None:
     cores = _finite(cpu.get("logical_cores"))
     if sys_cpu is None or proc_cpu is None or not cores:
         return None
-    return max(0.0, sys_cpu / 100.0 - proc_cpu / 100.0 / cores)
+    return telemetry.cpu_contention(sys_cpu, proc_cpu, cores)
 
 
 def _dict(v: Any) -> dict[str, Any]:
