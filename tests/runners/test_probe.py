@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from aaco.runners.inputs import UnresolvedShapes, resolve_inputs
 from aaco.runners.probe import (
     FALLBACK_SIZES,
     IMAGE_SIDE,
+    MAX_CANDIDATE_BYTES,
     SEQUENCE_LENGTH,
     candidate_shapes,
     hint_command,
+    implied_sizes,
     probe_shapes,
 )
 
@@ -57,8 +60,11 @@ def test_candidates_image_first_then_uniform_sizes() -> None:
     exc = _open(_reshape_model(3 * 8 * 8))
     cands = candidate_shapes(exc)
     assert cands[0] == {"x": (1, 3, IMAGE_SIDE, IMAGE_SIDE)}
-    assert [c["x"][2] for c in cands[1:]] == [s for s in FALLBACK_SIZES if s != IMAGE_SIDE]
-    assert all(c["x"][2] == c["x"][3] for c in cands)
+    n = len(FALLBACK_SIZES)
+    assert [c["x"] for c in cands[1 : n + 1]] == [(1, 3, s, s) for s in FALLBACK_SIZES]
+    # then the leading -1 (defaulted to a batch of 1) is tried as a sequence too
+    assert exc.default_leading == ["x"]
+    assert [c["x"] for c in cands[n + 1 :]] == [(s, 3, s, s) for s in FALLBACK_SIZES if s != 1]
 
 
 def test_recurrent_state_batch_follows_the_batch() -> None:
@@ -97,7 +103,10 @@ def test_probe_reports_when_nothing_runs(tmp_path: Path) -> None:
     model = _reshape_model(7)  # 3 * H * W is never 7
     exc = _open(model)
     found = probe_shapes(_save(model, tmp_path), model, exc)
-    assert found.shapes is None and found.tried == len(candidate_shapes(exc))
+    # every candidate whose inputs fit the probe's memory cap was tried (512x3x512x512
+    # floats do not)
+    fits = [c for c in candidate_shapes(exc) if 4 * math.prod(c["x"]) <= MAX_CANDIDATE_BYTES]
+    assert found.shapes is None and found.tried == len(fits) > len(FALLBACK_SIZES)
     assert found.errors
 
 
@@ -117,3 +126,48 @@ def test_hint_command_replaces_only_the_open_inputs_shapes() -> None:
         "aaco", "run", "--model", "my model.onnx", "--shape=y=1x2", "--iterations", "5",
         "--shape", "x=1x3x48x48", "--shape", "s=scalar",
     ]  # fmt: skip
+
+
+def _weights_model(kind: str) -> onnx.ModelProto:
+    """x [T, F] (both open) -> Unsqueeze(1) -> LSTM with input size 266, or -> Transpose ->
+    MatMul with a [40, 8] weight, or NHWC -> Transpose -> Conv with 6 input channels."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "F"])
+    nodes, inits = [], []
+    if kind == "lstm":
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "F"])
+        inits.append(numpy_helper.from_array(np.array([1], dtype=np.int64), "ax"))
+        inits.append(numpy_helper.from_array(np.zeros((1, 40, 266), np.float32), "W"))
+        inits.append(numpy_helper.from_array(np.zeros((1, 40, 10), np.float32), "R"))
+        nodes.append(helper.make_node("Unsqueeze", ["x", "ax"], ["x3"]))
+        nodes.append(helper.make_node("LSTM", ["x3", "W", "R"], ["y"], hidden_size=10))
+    elif kind == "matmul":
+        inits.append(numpy_helper.from_array(np.zeros((40, 8), np.float32), "W"))
+        nodes.append(helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]))
+        nodes.append(helper.make_node("Mul", ["xt", "W"], ["unused"]))
+        nodes.append(helper.make_node("MatMul", ["xt", "W"], ["y"]))
+    else:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "H", "W", "C"])
+        inits.append(numpy_helper.from_array(np.zeros((4, 3, 1, 1), np.float32), "W"))
+        nodes.append(helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]))
+        nodes.append(helper.make_node("Conv", ["xt", "W"], ["y"], group=2))
+    g = helper.make_graph(
+        nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_implied_sizes_follow_axes_back_to_the_input() -> None:
+    assert implied_sizes(_weights_model("lstm")) == {("x", 1): 266}
+    # MatMul's K is axis 0 of x after the Transpose
+    assert implied_sizes(_weights_model("matmul")) == {("x", 0): 40}
+    # grouped Conv: 2 groups x 3 channels, NHWC's C after the Transpose
+    assert implied_sizes(_weights_model("conv")) == {("x", 3): 6}
+    # and the candidates keep them
+    cands = candidate_shapes(_open(_weights_model("lstm")), implied={("x", 1): 266})
+    assert all(c["x"][1] == 266 for c in cands)
+
+
+def test_probe_uses_the_size_the_weights_imply(tmp_path: Path) -> None:
+    model = _weights_model("lstm")
+    found = probe_shapes(_save(model, tmp_path), model, _open(model))
+    assert found.shapes == {"x": (1, 266)} and found.tried == 1

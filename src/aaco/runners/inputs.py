@@ -233,7 +233,9 @@ class UnresolvedShapes(UsageError):
     """Dimensions of some inputs are fixed neither by the model nor by the options.
 
     ``partial``: every input's shape with the open dimensions as None; ``open_dims``: each
-    open dimension (input, axis, symbol); ``model_inputs``: the inputs as declared.
+    open dimension (input, axis, symbol); ``declared``: the inputs as declared;
+    ``default_leading``: inputs whose leading dimension took the default batch of 1 (the
+    model may use that axis for something else, a sequence of frames).
     """
 
     def __init__(
@@ -242,11 +244,13 @@ class UnresolvedShapes(UsageError):
         partial: dict[str, list[int | None]],
         open_dims: list[OpenDim],
         declared: list[ModelInput],
+        default_leading: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.partial = partial
         self.open_dims = open_dims
         self.declared = declared
+        self.default_leading = list(default_leading or [])
 
 
 @dataclass
@@ -346,6 +350,7 @@ def resolve_inputs(
         resolved[inp.name] = shape
 
     open_dims: list[OpenDim] = []
+    defaulted: list[str] = []
     for inp in inputs:
         shape = resolved[inp.name]
         dims = inp.dims or ()
@@ -361,6 +366,8 @@ def resolve_inputs(
                 leading = batch if batch is not None else 1
                 batch_used = batch_used or batch is not None
                 shape[0] = leading
+                if batch is None:
+                    defaulted.append(inp.name)
                 if sym is not None:
                     symbols.add(sym, leading)
             else:
@@ -376,7 +383,9 @@ def resolve_inputs(
                 still.append(od)
         open_dims = still
     if open_dims:
-        raise UnresolvedShapes(_open_message(open_dims, resolved), resolved, open_dims, inputs)
+        raise UnresolvedShapes(
+            _open_message(open_dims, resolved), resolved, open_dims, inputs, defaulted
+        )
     # --batch must show up somewhere: in a symbolic leading dimension it filled, or one that
     # the user's shapes already set to the same value.
     batch_used = batch_used or any(

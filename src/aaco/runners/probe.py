@@ -47,6 +47,7 @@ __all__ = [
     "ProbeOutcome",
     "candidate_shapes",
     "hint_command",
+    "implied_sizes",
     "probe_shapes",
 ]
 
@@ -98,12 +99,113 @@ def _role_size(inp: ModelInput, axis: int, partial: Sequence[int | None]) -> int
     return SEQUENCE_LENGTH
 
 
+# Ops that hand their first input's axes through unchanged (unary, or broadcasting against
+# constants): a size an op further on needs is a size of the graph input.
+_SAME_AXES = frozenset({
+    "Identity", "Cast", "CastLike", "Dropout", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Abs",
+    "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Clip", "Elu", "Selu", "Softplus", "Softsign",
+    "HardSigmoid", "HardSwish", "Erf", "Floor", "Ceil", "Round", "Add", "Sub", "Mul", "Div",
+    "Pow", "BatchNormalization", "InstanceNormalization", "QuantizeLinear",
+    "DequantizeLinear",
+})  # fmt: skip
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"})
+
+
+def implied_sizes(model: onnx.ModelProto) -> dict[tuple[str, int], int]:
+    """Sizes of graph-input axes that the model's weights impose: the feature size an LSTM,
+    GRU, RNN, MatMul, Gemm or Conv with an initializer weight needs of its input, followed
+    back to a graph input through ops that only add, drop, permute or keep axes (Unsqueeze,
+    Squeeze, Transpose, elementwise ops against constants). Keys: (input name, axis).
+    An axis two consumers disagree on is left out."""
+    graph = model.graph
+    weights = {t.name: list(t.dims) for t in graph.initializer}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for t in dict.fromkeys(node.input):
+            if t:
+                consumers.setdefault(t, []).append(node)
+    found: dict[tuple[str, int], set[int]] = {}
+    # tensor -> for each of its axes, the graph-input axis it is (or None)
+    Axes = list[tuple[str, int] | None]
+    inits = set(weights)
+    start: list[tuple[str, Axes]] = []
+    for vi in graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        rank = len(vi.type.tensor_type.shape.dim)
+        if vi.type.tensor_type.HasField("shape"):
+            start.append((vi.name, [(vi.name, i) for i in range(rank)]))
+    stack = list(start)
+    seen: set[str] = set()
+
+    def need(axes: Axes, axis: int, size: int) -> None:
+        if -len(axes) <= axis < len(axes) and axes[axis] is not None and size > 0:
+            found.setdefault(axes[axis], set()).add(int(size))  # type: ignore[arg-type]
+
+    while stack:
+        tensor, axes = stack.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        for node in consumers.get(tensor, []):
+            op = node.op_type
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            first = node.input[0] == tensor if node.input else False
+            w = weights.get(node.input[1]) if len(node.input) > 1 else None
+            out = node.output[0] if node.output else ""
+            if op in _RECURRENT and first and w is not None and len(w) == 3:
+                need(axes, 2, w[2])
+            elif op == "MatMul" and first and w is not None and len(w) >= 2:
+                need(axes, -1, w[-2])
+            elif op == "Gemm" and first and w is not None and len(w) == 2:
+                k = w[1] if attrs.get("transB") else w[0]
+                need(axes, 0 if attrs.get("transA") else 1, k)
+            elif op == "Conv" and first and w is not None and len(w) >= 3:
+                need(axes, 1, w[1] * int(attrs.get("group", 1)))
+            elif not out:
+                continue
+            elif op in _SAME_AXES and (first or op in ("Add", "Mul")):
+                others = [t for t in node.input if t and t != tensor]
+                if all(t in inits for t in others):
+                    stack.append((out, axes))
+            elif op == "Transpose" and first:
+                perm = attrs.get("perm") or list(range(len(axes)))[::-1]
+                if sorted(perm) == list(range(len(axes))):
+                    stack.append((out, [axes[p] for p in perm]))
+            elif op in ("Unsqueeze", "Squeeze") and first:
+                ax = attrs.get("axes")
+                if ax is None and len(node.input) > 1:
+                    ax = _const_ints(graph, node.input[1])
+                if ax is None:
+                    continue
+                if op == "Unsqueeze":
+                    new_rank = len(axes) + len(ax)
+                    pos = sorted(a % new_rank for a in ax)
+                    it = iter(axes)
+                    stack.append((out, [None if i in pos else next(it) for i in range(new_rank)]))
+                else:
+                    drop = {a % len(axes) for a in ax}
+                    stack.append((out, [x for i, x in enumerate(axes) if i not in drop]))
+    return {k: next(iter(v)) for k, v in found.items() if len(v) == 1}
+
+
+def _const_ints(graph: onnx.GraphProto, name: str) -> list[int] | None:
+    for t in graph.initializer:
+        if t.name == name:
+            return [int(x) for x in onnx.numpy_helper.to_array(t).ravel()]
+    return None
+
+
 def candidate_shapes(
-    exc: UnresolvedShapes, max_candidates: int = 1 + len(FALLBACK_SIZES)
+    exc: UnresolvedShapes,
+    max_candidates: int = 1 + 2 * len(FALLBACK_SIZES),
+    implied: Mapping[tuple[str, int], int] | None = None,
 ) -> list[dict[str, tuple[int, ...]]]:
     """Concrete shapes to try, best guess first: each open dimension at the size its role
     suggests, then every open dimension at each of :data:`FALLBACK_SIZES`. Open dimensions
-    sharing a model symbol get one size."""
+    sharing a model symbol get one size; a size the model's weights imply (``implied``,
+    from :func:`implied_sizes`) is kept in every candidate."""
+    implied = implied or {}
     declared = {i.name: i for i in exc.declared}
     leading = [s[0] for s in exc.partial.values() if s and s[0] is not None]
     batch = leading[0] if leading else 1
@@ -116,6 +218,7 @@ def candidate_shapes(
         for od in exc.open_dims:
             # a recurrent state's batch follows the batch whatever the other sizes
             size = batch if roles[od] is None else size_of[od]
+            size = implied.get((od.input, od.axis), size)
             if od.symbol is not None:
                 size = by_symbol.setdefault(od.symbol, size)
             shapes[od.input][od.axis] = size
@@ -128,9 +231,17 @@ def candidate_shapes(
         cand = fill(guess)
         if cand not in out:
             out.append(cand)
-        if len(out) >= max_candidates:
-            break
-    return out
+    # then the leading dimensions that took the default batch as sequences too (an audio
+    # model's frames): last, since a batch of 1 is what the user most likely wants
+    for size in FALLBACK_SIZES if exc.default_leading else ():
+        cand = fill({od: size for od in exc.open_dims})
+        for name in exc.default_leading:
+            dims = cand[name]
+            if dims and implied.get((name, 0)) is None:
+                cand[name] = (size, *dims[1:])
+        if cand not in out:
+            out.append(cand)
+    return out[:max_candidates]
 
 
 def probe_shapes(
@@ -148,7 +259,7 @@ def probe_shapes(
     return the first that ran. Never raises for what the model does; a timeout or a crash
     of the child ends the search with what it found so far."""
     candidates: list[list[dict[str, Any]]] = []
-    for shapes in candidate_shapes(exc):
+    for shapes in candidate_shapes(exc, implied=implied_sizes(model)):
         try:
             specs = build_specs(model, exc.declared, shapes, int_range, values)
         except Exception:
