@@ -12,6 +12,7 @@ from aaco.runners.inputs import (
     InputSpec,
     UnresolvedShapes,
     batch_of,
+    feed_value,
     make_array,
     resolve_inputs,
 )
@@ -139,8 +140,8 @@ def test_batch_of() -> None:
 
 
 def test_unsupported_dtype() -> None:
-    m = _model([_vi("s", TensorProto.BFLOAT16, [1])])
-    with pytest.raises(UsageError, match="BFLOAT16"):
+    m = _model([_vi("s", TensorProto.INT4, [2])])
+    with pytest.raises(UsageError, match="INT4"):
         resolve_inputs(m)
 
 
@@ -325,3 +326,45 @@ def test_initializer_defaults_need_no_feeding() -> None:
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     assert [s.name for s in resolve_inputs(m)] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("elem", "name"),
+    [
+        (TensorProto.BFLOAT16, "bfloat16"),
+        (TensorProto.FLOAT8E4M3FN, "float8e4m3fn"),
+        (TensorProto.FLOAT8E4M3FNUZ, "float8e4m3fnuz"),
+        (TensorProto.FLOAT8E5M2, "float8e5m2"),
+        (TensorProto.FLOAT8E5M2FNUZ, "float8e5m2fnuz"),
+    ],
+)
+def test_bfloat16_and_float8_inputs_run_in_onnxruntime(elem: int, name: str) -> None:
+    """numpy has no such dtypes: the values go to ONNX Runtime as bit patterns in an
+    OrtValue of the ONNX type, and a Cast to float32 gives them back."""
+    import onnxruntime as ort
+
+    x = _vi("x", elem, [3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
+                          [x], [y])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for fill, value in (("ones", 1.0), ("const", 0.5), ("zeros", 0.0)):
+        spec = InputSpec("x", name, (3, 4), fill, value=value if fill == "const" else None)
+        assert spec.dtype == resolve_inputs(m)[0].dtype == name
+        arr = make_array(spec, np.random.default_rng(0))
+        (out,) = sess.run(None, {"x": feed_value(spec, arr)})
+        assert np.all(out == value), (fill, out)
+    normal = resolve_inputs(m)[0]
+    (out,) = sess.run(None, {"x": feed_value(normal, make_array(normal, np.random.default_rng(1)))})
+    ref = np.random.default_rng(1).standard_normal((3, 4), dtype=np.float32)
+    # the nearest code: within the type's relative precision (3 / 2 / 7 mantissa bits)
+    tol = {"bfloat16": 2**-8, "float8e5m2": 2**-2, "float8e5m2fnuz": 2**-2}.get(name, 2**-3)
+    assert np.all(np.isfinite(out)) and np.allclose(out, ref, rtol=tol, atol=2**-6)
+
+
+def test_rank0_inputs_are_arrays() -> None:
+    for dtype, fill in (("bool", "bool"), ("int64", "randint"), ("float32", "normal"),
+                        ("int64", "arange"), ("float32", "ones")):  # fmt: skip
+        arr = make_array(InputSpec("c", dtype, (), fill, 0, 5), np.random.default_rng(0))
+        assert isinstance(arr, np.ndarray) and arr.shape == () and arr.dtype == np.dtype(dtype)

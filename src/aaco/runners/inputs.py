@@ -118,6 +118,8 @@ class InputSpec:
         n = int(np.prod(self.shape, dtype=np.int64))
         if self.dtype == "str":
             return n * (_WORD_LETTERS + 1)
+        if self.dtype in _BIT_TYPES:
+            return n * (2 if self.dtype == "bfloat16" else 1)
         return n * np.dtype(self.dtype).itemsize
 
 
@@ -209,7 +211,7 @@ def _fill_for(name: str, dtype: str) -> str:
         return "text"
     if dtype == "bool":
         return "ones" if "mask" in lname else "bool"
-    if dtype.startswith("float"):
+    if _is_float(dtype):
         return "normal"
     if "mask" in lname:
         return "ones"
@@ -425,9 +427,8 @@ def build_specs(
         shape = shapes[inp.name]
         if inp.name in arrays:
             arr = arrays[inp.name]
-            if arr.dtype.kind != np.dtype(dtype).kind and not (
-                dtype == "str" and arr.dtype.kind in "OU"
-            ):
+            want = "f" if _is_float(dtype) else "OU" if dtype == "str" else np.dtype(dtype).kind
+            if arr.dtype.kind not in want:
                 raise UsageError(
                     f"--input {inp.name}: the file holds {arr.dtype} values, the model wants "
                     f"{dtype}"
@@ -468,6 +469,10 @@ def _open_message(open_dims: Sequence[OpenDim], resolved: Mapping[str, list[int 
     )
 
 
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype in _BIT_TYPES
+
+
 def _is_file_value(text: str) -> bool:
     return text.strip().lower().endswith(".npy")
 
@@ -494,7 +499,7 @@ def _const_spec(name: str, dtype: str, shape: tuple[int, ...], text: str) -> Inp
         raise UsageError(
             f"malformed --input {name}={text}: expected a number or a .npy file"
         ) from None
-    if dtype != "bool" and not dtype.startswith("float"):
+    if dtype != "bool" and not _is_float(dtype):
         info = np.iinfo(np.dtype(dtype))
         if value != int(value) or not info.min <= value <= info.max:
             raise UsageError(f"--input {name}={text} is not a value of its type ({dtype})")
@@ -502,34 +507,100 @@ def _const_spec(name: str, dtype: str, shape: tuple[int, ...], text: str) -> Inp
 
 
 def make_array(spec: InputSpec, rng: np.random.Generator) -> np.ndarray[Any, Any]:
-    """Build the tensor for one input (worker side)."""
+    """Build the tensor for one input (worker side). Types numpy has no dtype for (bfloat16,
+    float8) come back as their bit patterns (uint16 / uint8); :func:`feed_value` wraps
+    them for ONNX Runtime."""
     shape = spec.shape
     if spec.fill == "file" and spec.path is not None:
         loaded: np.ndarray[Any, Any] = np.load(spec.path, allow_pickle=False)
-        return loaded
+        return _encode_bits(loaded, spec.dtype) if spec.dtype in _BIT_TYPES else loaded
     if spec.fill == "text" or spec.dtype == "str":
         letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
         n = int(np.prod(shape, dtype=np.int64))
         codes = letters[rng.integers(0, len(letters), size=(n, _WORD_LETTERS))]
         words = [bytes(row).decode("ascii") for row in codes]
         return np.array(words, dtype=object).reshape(shape)
-    dtype = np.dtype(spec.dtype)
+    bits = _BIT_TYPES.get(spec.dtype)
+    dtype = np.dtype(np.float32 if bits is not None else spec.dtype)
+    out: np.ndarray[Any, Any]
     if spec.fill == "const" and spec.value is not None:
-        return np.full(shape, spec.value, dtype=dtype)
-    if spec.fill == "normal":
-        return rng.standard_normal(shape, dtype=np.float32).astype(dtype, copy=False)
-    if spec.fill == "ones":
-        return np.ones(shape, dtype=dtype)
-    if spec.fill == "zeros":
-        return np.zeros(shape, dtype=dtype)
-    if spec.fill == "bool":
-        return rng.random(shape) < 0.5
-    if spec.fill == "arange":
+        out = np.full(shape, spec.value, dtype=dtype)
+    elif spec.fill == "normal":
+        out = rng.standard_normal(shape, dtype=np.float32).astype(dtype, copy=False)
+    elif spec.fill == "ones":
+        out = np.ones(shape, dtype=dtype)
+    elif spec.fill == "zeros":
+        out = np.zeros(shape, dtype=dtype)
+    elif spec.fill == "bool":
+        out = rng.random(shape) < 0.5
+    elif spec.fill == "arange":
         n = shape[-1] if shape else 1
-        ramp: np.ndarray[Any, Any] = np.broadcast_to(np.arange(n, dtype=dtype), shape).copy()
-        return ramp
-    out: np.ndarray[Any, Any] = rng.integers(spec.low, spec.high, size=shape, dtype=dtype)
-    return out
+        out = np.broadcast_to(np.arange(n, dtype=dtype), (*shape[:-1], n)).reshape(shape).copy()
+    else:
+        out = rng.integers(spec.low, spec.high, size=shape, dtype=dtype)
+    # numpy hands rank-0 results back as scalars; ONNX Runtime takes arrays only
+    out = np.asarray(out, dtype=dtype).reshape(shape)
+    return _encode_bits(out, spec.dtype) if bits is not None else out
+
+
+def feed_value(spec: InputSpec, array: np.ndarray[Any, Any]) -> Any:
+    """What to pass ONNX Runtime for ``array``: the array itself, or an ``OrtValue`` of the
+    ONNX element type for the bit patterns :func:`make_array` makes for bfloat16/float8."""
+    elem = _BIT_TYPES.get(spec.dtype)
+    if elem is None:
+        return array
+    import onnxruntime as ort
+
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, elem[0])
+
+
+# element type -> (ONNX type, exponent bits, mantissa bits, bias, "fnuz": no -0, NaN at 0x80)
+_BIT_TYPES: dict[str, tuple[int, int, int, int, bool]] = {
+    "bfloat16": (onnx.TensorProto.BFLOAT16, 8, 7, 127, False),
+    "float8e4m3fn": (onnx.TensorProto.FLOAT8E4M3FN, 4, 3, 7, False),
+    "float8e4m3fnuz": (onnx.TensorProto.FLOAT8E4M3FNUZ, 4, 3, 8, True),
+    "float8e5m2": (onnx.TensorProto.FLOAT8E5M2, 5, 2, 15, False),
+    "float8e5m2fnuz": (onnx.TensorProto.FLOAT8E5M2FNUZ, 5, 2, 16, True),
+}
+for _name, (_elem, *_rest) in _BIT_TYPES.items():
+    _NUMPY_DTYPES[_elem] = _name
+
+
+def _encode_bits(values: np.ndarray[Any, Any], dtype: str) -> np.ndarray[Any, Any]:
+    """float32 values -> the nearest finite codes of a bfloat16/float8 type (bit patterns)."""
+    if dtype == "bfloat16":
+        # round to nearest even on the upper 16 bits of the float32
+        u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return rounded.astype(np.uint16)
+    codes, decoded = _float8_table(dtype)
+    order = np.argsort(decoded)
+    sorted_vals = decoded[order]
+    flat = values.astype(np.float64).ravel()
+    idx = np.clip(np.searchsorted(sorted_vals, flat), 1, len(sorted_vals) - 1)
+    lower, upper = sorted_vals[idx - 1], sorted_vals[idx]
+    pick = np.where(np.abs(flat - lower) <= np.abs(upper - flat), idx - 1, idx)
+    encoded: np.ndarray[Any, Any] = codes[order][pick].astype(np.uint8).reshape(values.shape)
+    return encoded
+
+
+def _float8_table(dtype: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Every finite code of a float8 type and its value (OCP / ONNX definitions)."""
+    _, ebits, mbits, bias, fnuz = _BIT_TYPES[dtype]
+    codes = np.arange(256, dtype=np.int64)
+    sign = np.where(codes >> 7, -1.0, 1.0)
+    exp = (codes >> mbits) & ((1 << ebits) - 1)
+    man = codes & ((1 << mbits) - 1)
+    normal = (1.0 + man / (1 << mbits)) * np.exp2(exp - bias)
+    sub = man / (1 << mbits) * np.exp2(1 - bias)
+    value = sign * np.where(exp == 0, sub, normal)
+    if fnuz:
+        finite = codes != 0x80
+    elif ebits == 4:  # e4m3fn: S.1111.111 is NaN, no infinities
+        finite = (codes & 0x7F) != 0x7F
+    else:  # e5m2: IEEE-like, exponent all ones is inf/NaN
+        finite = exp != (1 << ebits) - 1
+    return codes[finite], value[finite]
 
 
 def batch_of(specs: Sequence[InputSpec]) -> int | None:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from aaco.runners.inputs import make_array
+from aaco.runners.inputs import feed_value, make_array
 from aaco.runners.preprocess import PREPROCESSORS, Preprocessed, image_input
 from aaco.runners.spec import (
     OPTIMIZED_MODEL,
@@ -222,7 +222,7 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
 
     result.stage = "inputs"
     rng = np.random.default_rng(spec.seed)
-    feeds = {i.name: make_array(i, rng) for i in spec.inputs}
+    feeds = {i.name: feed_value(i, make_array(i, rng)) for i in spec.inputs}
     output_names = [o.name for o in sess.get_outputs()]
     run: Any = sess.run
     pre: Preprocessed | None = None

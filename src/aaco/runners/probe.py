@@ -39,6 +39,7 @@ from aaco.runners.inputs import (
     OpenDim,
     UnresolvedShapes,
     build_specs,
+    feed_value,
     make_array,
 )
 
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         specs = [InputSpec.from_json(d) for d in cand]
         rng = np.random.default_rng(int(spec["seed"]))
         try:
-            feeds = {s.name: make_array(s, rng) for s in specs}
+            feeds = {s.name: feed_value(s, make_array(s, rng)) for s in specs}
             sess.run(None, feeds)
         except Exception as exc:
             record({"index": index, "ok": False, "error": _first_line(exc)})
