@@ -368,3 +368,35 @@ def test_rank0_inputs_are_arrays() -> None:
                         ("int64", "arange"), ("float32", "ones")):  # fmt: skip
         arr = make_array(InputSpec("c", dtype, (), fill, 0, 5), np.random.default_rng(0))
         assert isinstance(arr, np.ndarray) and arr.shape == () and arr.dtype == np.dtype(dtype)
+
+
+def test_shape_like_integer_inputs_are_valid_values() -> None:
+    """An integer input that an operator takes as axes or sizes gets zeros (ones for Tile),
+    not random values that would almost never be valid; a real ONNX Runtime run accepts
+    them."""
+    import onnxruntime as ort
+
+    data = _vi("data", TensorProto.FLOAT, [2, 0, 4])
+    axes = _vi("axes", TensorProto.INT64, [1])
+    split = _vi("split", TensorProto.INT64, [3])
+    reps = _vi("reps", TensorProto.INT64, [3])
+    nodes = [
+        helper.make_node("ReduceSum", ["data", "axes"], ["r"], keepdims=1),
+        helper.make_node("Split", ["data", "split"], ["s0", "s1", "s2"], axis=1),
+        helper.make_node("Tile", ["data", "reps"], ["t"]),
+    ]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+            for n in ("r", "s0", "s1", "s2", "t")]  # fmt: skip
+    g = helper.make_graph(nodes, "g", [data, axes, split, reps], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    specs = {s.name: s for s in resolve_inputs(m)}
+    assert (specs["axes"].fill, specs["split"].fill, specs["reps"].fill) == (
+        "zeros",
+        "zeros",
+        "ones",
+    )
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    sess.run(None, {n: make_array(s, rng) for n, s in specs.items()})
+    # the user's range is their word
+    assert resolve_inputs(m, int_range=(1, 3))[1].fill == "randint"

@@ -23,9 +23,12 @@ lists every one of them; ``aaco run`` then looks for shapes the model runs with
 
 Values: floats ~ N(0, 1); integers uniform in ``--int-range`` (default ``[0, 100)``, capped
 by the size of the table when the input directly indexes a Gather, so token ids stay in
-vocabulary); inputs named like ``*mask*`` are all ones (attend to every token),
-``*token_type*``/``*segment*`` all zeros, ``*position*`` ``0..n-1`` along the last axis;
-bools are all True for masks, else fair coin flips; strings are random lower-case words.
+vocabulary); integer inputs that an operator takes as a shape, axes, sizes or counts
+(Reshape's shape, Slice's starts, Split's split...) are zeros, ones for Tile, Expand and
+OneHot (``--int-range`` or ``--input`` overrides); inputs named like ``*mask*`` are all
+ones (attend to every token), ``*token_type*``/``*segment*`` all zeros, ``*position*``
+``0..n-1`` along the last axis; bools are all True for masks, else fair coin flips;
+strings are random lower-case words.
 ``--input NAME=NUMBER`` fills an input with that constant, ``--input NAME=FILE.npy`` feeds
 the array saved in the file.
 """
@@ -203,6 +206,31 @@ def _gather_bounds(model: onnx.ModelProto) -> dict[str, int]:
             name = node.input[1]
             bounds[name] = min(bounds.get(name, size), size)
     return bounds
+
+
+# Operator inputs that give a shape, axes, sizes or counts: random integers there are
+# almost never valid. Zeros are (axis 0, empty slices and splits of empty axes, "copy this
+# dimension" in Reshape, no padding); Tile and Expand take ones (repeat once, broadcast).
+_SHAPE_SLOTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Slice": (1, 2, 3, 4), "Split": (1,), "Pad": (1, 3), "TopK": (1,),
+    "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
+    "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Resize": (3,), "Upsample": (1,),
+    "OneHot": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2),
+}  # fmt: skip
+_ONES_SLOTS = frozenset({("Tile", 1), ("Expand", 1), ("OneHot", 1)})
+
+
+def _shape_inputs(model: onnx.ModelProto) -> dict[str, str]:
+    """Graph inputs used directly as a shape-like operand: input name -> fill."""
+    fills: dict[str, str] = {}
+    for node in model.graph.node:
+        for slot in _SHAPE_SLOTS.get(node.op_type, ()):
+            if slot < len(node.input) and node.input[slot]:
+                fill = "ones" if (node.op_type, slot) in _ONES_SLOTS else "zeros"
+                fills.setdefault(node.input[slot], fill)
+    return fills
 
 
 def _fill_for(name: str, dtype: str) -> str:
@@ -415,6 +443,7 @@ def build_specs(
     values = values or {}
     arrays = arrays or {}
     bounds = _gather_bounds(model)
+    shape_like = _shape_inputs(model)
     lo_default, hi_default = int_range or DEFAULT_INT_RANGE
     specs: list[InputSpec] = []
     for inp in inputs:
@@ -439,6 +468,8 @@ def build_specs(
             specs.append(_const_spec(inp.name, dtype, shape, values[inp.name]))
             continue
         fill = _fill_for(inp.name, dtype)
+        if dtype.startswith("int") and inp.name in shape_like and int_range is None:
+            fill = shape_like[inp.name]
         lo, hi = lo_default, hi_default
         if fill == "randint" and int_range is None and inp.name in bounds:
             hi = max(lo + 1, min(hi, bounds[inp.name]))
