@@ -88,6 +88,7 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
     calibration / published table (tests, what-if).
     """
     from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
+    from aaco.analysis.names import OpNames, op_names
     from aaco.analysis.recommend import recommend
     from aaco.analysis.roofline import kernel_roofline, node_roofline, roofline_summary
 
@@ -145,7 +146,8 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
     )
     verdict = classify(signals)
     verdict["signals"] = {k: s.to_json() for k, s in signals.items()}
-    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows)
+    names = stages.run("op_names", op_names, ops, costs) or OpNames()
+    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows, names=names)
     ort_cfg = session.ort_config or {}
     level = (ort_cfg.get("session_options") or {}).get("graph_optimization_level")
     recs = stages.run(
@@ -158,6 +160,7 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         summary=session.summary,
         provider=provider,
         graph_optimization_level=level,
+        names=names,
     )
     verdict["failures"] = stages.failures
     atomic_write_json(path / "metrics" / "bottleneck.json", verdict)

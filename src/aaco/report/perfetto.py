@@ -37,6 +37,7 @@ import msgspec
 import pyarrow as pa
 
 from aaco.report.base import Renderer
+from aaco.report.model import session_op_names
 from aaco.session.bundle import Session
 
 FLOW_CAT = "op_to_kernel"
@@ -490,6 +491,9 @@ def _add_ops(b: _Builder, session: Session) -> None:
         "iteration",
         "external_id",
     )
+    # ONNX Runtime's nodes are named by the original ONNX node they stand for; ORT's own
+    # name goes into the args (docs/metrics.md, "Operator names")
+    labels = {n: x for n, x in session_op_names(session).by_node.items() if x.renamed}
     for row, (src, node, op_type, prov, s, d, tid, pid, it, ext) in enumerate(
         zip(*_cols(ops, names), strict=True)
     ):
@@ -497,8 +501,18 @@ def _add_ops(b: _Builder, session: Session) -> None:
             b.skip("op_without_start")
             continue
         proc = _cpu_process(b, _domain_for(b, src), pid)
-        args = _clean({"op_type": op_type, "provider": prov, "iteration": it, "external_id": ext})
-        b.add(proc, _thread_track(b, proc, tid), s, d, node, "op", args, ref=row)
+        renamed = labels.get(node)
+        args = _clean(
+            {
+                "op_type": op_type,
+                "provider": prov,
+                "iteration": it,
+                "external_id": ext,
+                "ort_node": node if renamed is not None else None,
+            }
+        )
+        name = renamed.label if renamed is not None else node
+        b.add(proc, _thread_track(b, proc, tid), s, d, name, "op", args, ref=row)
 
 
 def _add_api_calls(b: _Builder, session: Session) -> None:
