@@ -88,11 +88,11 @@ class Entry:
 
     @property
     def file_name(self) -> str:
-        member = str(self.source.get("member") or self.source.get("path") or self.name)
-        if self.kind == "trace" and self.source.get("type") == "shared":
-            return Path(member).name
-        suffix = "".join(Path(member).suffixes[-2:]) if self.kind == "trace" else ".onnx"
-        return self.name + (suffix or ".onnx")
+        if self.kind == "onnx":
+            return self.name + ".onnx"
+        member = self.source.get("member") or self.source.get("path")
+        suffixes = "".join(Path(str(member)).suffixes[-2:]) if member else ".json.gz"
+        return self.name + suffixes
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Entry]:
@@ -161,7 +161,7 @@ def _extract(archive: Path, member: str, out: Path) -> None:
             shutil.copyfileobj(f, dst)
 
 
-def fetch_entry(entry: Entry, root: Path, export_python: str | None) -> str:
+def fetch_entry(entry: Entry, root: Path, pythons: dict[str, str]) -> str:
     """Put ``entry`` into ``root/<kind>s/``; returns a status word (``ok``, ``missing: ...``)."""
     src = entry.source
     kind_dir = root / ("models" if entry.kind == "onnx" else "traces")
@@ -186,14 +186,20 @@ def fetch_entry(entry: Entry, root: Path, export_python: str | None) -> str:
             return f"missing: {path} not found"
         shutil.copyfile(path, out)
     elif typ in ("export", "record"):
-        if not export_python:
-            return "missing: needs --export-python (a venv with the exporter)"
-        recipe = RECIPES / src["recipe"]
+        venv = src.get("venv", "export")
+        python = pythons.get(venv)
+        if not python:
+            return f"missing: needs --{venv}-python (a venv with the exporter: corpus_recipes/)"
+        out.unlink(missing_ok=True)
+        # recipes write <name>.onnx (or the trace) into $AACO_CORPUS_OUT and read the models
+        # earlier recipes wrote there (quantizers)
         proc = subprocess.run(
-            [export_python, str(recipe), str(out), *src.get("recipe_args", [])],
+            [python, str(RECIPES / src["recipe"]), *src.get("recipe_args", [])],
             capture_output=True,
             text=True,
             check=False,
+            cwd=RECIPES,
+            env=dict(os.environ, AACO_CORPUS_OUT=str(kind_dir)),
         )
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -254,8 +260,13 @@ def _run_tree(cmd: list[str], timeout: float) -> tuple[int, str, str, float, flo
         proc.returncode = rc
         out.seek(0)
         err.seek(0)
-        return (rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                time.perf_counter() - t0, rss)  # fmt: skip
+        return (
+            rc,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            time.perf_counter() - t0,
+            rss,
+        )
 
 
 def _bundle_from(stderr: str, stdout: str) -> Path | None:
@@ -299,8 +310,18 @@ def _one_line(text: str) -> str:
 
 def run_model(entry: Entry, path: Path, aaco: str, sessions: Path, timeout: float) -> Row:
     row = Row(entry.name, entry.kind, entry.producer)
-    cmd = [aaco, "run", "--model", str(path), *RUN_ARGS, *entry.args, "--report", "none",
-           "-o", str(sessions)]  # fmt: skip
+    cmd = [
+        aaco,
+        "run",
+        "--model",
+        str(path),
+        *RUN_ARGS,
+        *entry.args,
+        "--report",
+        "none",
+        "-o",
+        str(sessions),
+    ]
     rc, out, err, secs, rss = _run_tree(cmd, timeout)
     row.command, row.seconds, row.peak_rss_mb, row.how = cmd, secs, rss, "default"
     if rc == 2 and "it runs with: " in err:
@@ -329,8 +350,13 @@ def _hta(trace: Path, hta_python: str) -> list[dict[str, Any]] | None:
     with tempfile.TemporaryDirectory(prefix="aaco-hta-") as tmp:
         os.symlink(trace.resolve(), Path(tmp) / trace.name)
         try:
-            proc = subprocess.run([hta_python, "-c", HTA_SCRIPT, tmp], capture_output=True,
-                                  text=True, timeout=900, check=False)  # fmt: skip
+            proc = subprocess.run(
+                [hta_python, "-c", HTA_SCRIPT, tmp],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return None
     if proc.returncode != 0:
@@ -349,10 +375,16 @@ def _hta_delta(hta: list[dict[str, Any]], ours: list[dict[str, Any]]) -> float |
         return None
     h = hta[0]
     o = next((r for r in ours if r.get("device") is None), ours[0])
-    pairs = (("idle_time_pctg", "idle_pct"), ("compute_time_pctg", "compute_pct"),
-             ("non_compute_time_pctg", "non_compute_pct"))  # fmt: skip
-    diffs = [abs(float(h[a]) - float(o[b])) for a, b in pairs if h.get(a) is not None
-             and o.get(b) is not None]  # fmt: skip
+    pairs = (
+        ("idle_time_pctg", "idle_pct"),
+        ("compute_time_pctg", "compute_pct"),
+        ("non_compute_time_pctg", "non_compute_pct"),
+    )
+    diffs = [
+        abs(float(h[a]) - float(o[b]))
+        for a, b in pairs
+        if h.get(a) is not None and o.get(b) is not None
+    ]
     return max(diffs) if diffs else None
 
 
@@ -400,12 +432,17 @@ def _f(v: float | None, spec: str) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    head = ("| artifact | kind | producer | status | s | peak RSS MiB | known work % | verdict | "
-            "temporal idle/compute/other % | Δ HTA pp (default / HTA-exact) | error |")  # fmt: skip
+    head = (
+        "| artifact | kind | producer | status | s | peak RSS MiB | known work % | verdict | "
+        "temporal idle/compute/other % | Δ HTA pp (default / HTA-exact) | error |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in rows:
-        hta = (f"{_f(r.hta_delta_pp, '.2f')} / {_f(r.hta_exact_delta_pp, '.2f')}"
-               if r.hta_delta_pp is not None else "-")  # fmt: skip
+        hta = (
+            f"{_f(r.hta_delta_pp, '.2f')} / {_f(r.hta_exact_delta_pp, '.2f')}"
+            if r.hta_delta_pp is not None
+            else "-"
+        )
         err = r.error.replace("|", "\\|")[:160]
         lines.append(
             f"| {r.name} | {r.kind} | {r.producer} | {r.status} | {_f(r.seconds, '.1f')} | "
@@ -439,10 +476,13 @@ def summary(rows: list[Row], entries: dict[str, Entry]) -> dict[str, Any]:
         "verdict_unknown_pct": 100.0 * len(unknown_verdict) / len(ran) if ran else None,
         "traces": len(trace_rows),
         "traces_imported": sum(1 for r in trace_rows if r.status == "ok"),
-        "hta_max_delta_pp": max((r.hta_delta_pp for r in trace_rows
-                                 if r.hta_delta_pp is not None), default=None),  # fmt: skip
-        "hta_exact_max_delta_pp": max((r.hta_exact_delta_pp for r in trace_rows
-                                       if r.hta_exact_delta_pp is not None), default=None),  # fmt: skip
+        "hta_max_delta_pp": max(
+            (r.hta_delta_pp for r in trace_rows if r.hta_delta_pp is not None), default=None
+        ),
+        "hta_exact_max_delta_pp": max(
+            (r.hta_exact_delta_pp for r in trace_rows if r.hta_exact_delta_pp is not None),
+            default=None,
+        ),
         "missing": sum(1 for r in rows if r.status == "missing"),
         "as_expected": len(as_expected),
         "judged": sum(1 for r in rows if r.status != "missing"),
@@ -482,7 +522,16 @@ def cmd_fetch(ns: argparse.Namespace) -> int:
     bad = 0
     for e in _select(load_manifest(), ns):
         try:
-            status = fetch_entry(e, root, ns.export_python)
+            pythons = {
+                k: v
+                for k, v in (
+                    ("export", ns.export_python),
+                    ("tf", ns.tf_python),
+                    ("paddle", ns.paddle_python),
+                )
+                if v
+            }
+            status = fetch_entry(e, root, pythons)
         except (OSError, RuntimeError, subprocess.CalledProcessError, KeyError) as exc:
             status = f"missing: {type(exc).__name__}: {exc}"[:300]
         bad += status.startswith("missing")
@@ -504,16 +553,19 @@ def cmd_run(ns: argparse.Namespace) -> int:
             if e.source["type"] == "fixture":  # committed files need no fetch stage
                 path = ROOT / e.source["path"]
             if not path.exists():
-                row = Row(e.name, e.kind, e.producer, status="missing",
-                          error=f"{path} not fetched")  # fmt: skip
+                row = Row(e.name, e.kind, e.producer, status="missing", error=f"{path} not fetched")
             elif e.kind == "onnx":
                 row = run_model(e, path, aaco, sessions, ns.timeout)
             else:
                 row = run_trace(e, path, aaco, sessions, ns.timeout, ns.hta_python)
             rows.append(row)
-            print(f"{row.name:50s} {row.status:10s} {_f(row.seconds, '6.1f')} s "
-                  f"{_f(row.peak_rss_mb, '6.0f')} MiB  work {_f(row.known_work_pct, '5.1f')}% "
-                  f"{row.verdict or '-':18s} {row.error[:90]}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{row.name:50s} {row.status:10s} {_f(row.seconds, '6.1f')} s "
+                f"{_f(row.peak_rss_mb, '6.0f')} MiB  work {_f(row.known_work_pct, '5.1f')}% "
+                f"{row.verdict or '-':18s} {row.error[:90]}",
+                file=sys.stderr,
+                flush=True,
+            )
     summ = summary(rows, by_name)
     print(markdown(rows))
     print()
@@ -544,7 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--subset", help="keep artifacts with this tag (ci: the fast subset)")
         s.add_argument("--kind", choices=["onnx", "trace"])
         if name == "fetch":
-            s.add_argument("--export-python", help="interpreter for export/record recipes")
+            s.add_argument("--export-python", help="python for torch/onnx/sklearn recipes")
+            s.add_argument("--tf-python", help="python with tensorflow and tf2onnx")
+            s.add_argument("--paddle-python", help="python with paddlepaddle and paddle2onnx")
         if name == "run":
             s.add_argument("--aaco", help="aaco executable (default: next to this python)")
             s.add_argument("--sessions", help="keep the bundles here (default: a temp dir)")
