@@ -108,9 +108,9 @@ def worker_peak_rss(
 
     ``own``: what the worker read about itself as it ended (``worker``). Without it (the
     worker was killed), ``wait4``'s ``ru_maxrss`` is the worker's own only when it exceeds
-    everything the parent could have passed on through ``exec``, its own ``ru_maxrss`` at
-    launch (``wait4``), by more than the kernel's RSS counters may be off; otherwise it may
-    be the parent's, and the peak is unknown.
+    everything the parent could have passed on through ``exec``, its own peak at launch
+    (``wait4``), by more than the kernel's RSS counters may be off; otherwise it may be the
+    parent's, and the peak is unknown.
     """
     if own is not None:
         return own, "worker"
@@ -152,8 +152,10 @@ def launch_worker(
             start_new_session=True,
             env=env,
         )
-        # Popen returns once the exec is done: what the worker inherited is at most this.
-        parent_max_rss = max(self_max_rss_bytes(), own_peak_rss_bytes() or 0)
+        # What exec passed on to the worker is this process's own high-water mark at the
+        # time (VmHWM: its ru_maxrss may hold its own parent's), and Popen returns after the
+        # exec, so this reading bounds it; off Linux, ru_maxrss is the bound at hand.
+        parent_max_rss = own_peak_rss_bytes() or self_max_rss_bytes()
         sampler = None
         telemetry_info: dict[str, Any] = {}
         timed_out = False
