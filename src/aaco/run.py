@@ -485,15 +485,19 @@ def _write_env(
 
 def _diagnose(writer: BundleWriter, meta: dict[str, Any], attempt: _Attempt) -> None:
     """Roofline, bottleneck verdict and recommendations, written before the bundle is
-    published (a failure is recorded, the run is kept)."""
+    published (a failure is recorded, the run is kept); then the aaco process's own peak RSS
+    (``aaco_process``)."""
     from aaco.diagnose import diagnose_bundle
+    from aaco.runners.rss import own_peak_rss_bytes
 
     writer.write_json("session.json", meta)
-    if meta.get("status") == "completed":
-        if attempt("diagnose", diagnose_bundle, writer.path) is not None:
-            # the diagnosis records its own stage failures in session.json
-            meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
-        writer.write_json("session.json", meta)
+    completed = meta.get("status") == "completed"
+    if completed and attempt("diagnose", diagnose_bundle, writer.path) is not None:
+        # the diagnosis records its own stage failures in session.json
+        meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
+    # After the last analysis: the reports rendered from the bundle next are not counted.
+    meta["aaco_process"] = {"max_rss_bytes": own_peak_rss_bytes()}
+    writer.write_json("session.json", meta)
 
 
 def _write_graph(
@@ -642,7 +646,8 @@ def _finish_common(
     summary: dict[str, Any] = {"status": outcome.status}
     if outcome.usage is not None:
         summary["worker"] = {
-            "max_rss_bytes": int(outcome.usage["max_rss_bytes"]),
+            "max_rss_bytes": outcome.usage["max_rss_bytes"],
+            "max_rss_source": outcome.usage["max_rss_source"],
             "cpu_user_s": outcome.usage["cpu_user_s"],
             "cpu_system_s": outcome.usage["cpu_system_s"],
             "wall_s": outcome.wall_ns / 1e9,

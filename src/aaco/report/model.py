@@ -267,6 +267,7 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "top_op_types": by_type,
         "telemetry": summary.get("telemetry"),
         "worker": summary.get("worker"),
+        "aaco_process": meta.get("aaco_process"),
         "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
         **kernel_section(session, top_n, names),
         **diagnosis_section(session, top_n, names),

@@ -220,18 +220,36 @@ def _telemetry(r: dict[str, Any]) -> Text:
         return "unknown" if v is None else format(v, fmt) + unit
 
     scope = "measured phase" if tel.get("scope") == "window" else "whole run"
-    # The kernel's exact peak (wait4) when known; the sampled maximum otherwise.
-    worker = r.get("worker") or {}
-    rss_peak = worker.get("max_rss_bytes") or tel.get("proc_rss_peak_bytes")
     return Text(
         f"telemetry  worker CPU {num(tel.get('proc_cpu_pct_mean'), '.0f', '%')}, "
         f"system CPU {num(tel.get('sys_cpu_pct_mean'), '.0f', '%')}, "
-        f"RSS peak {fmt_bytes(rss_peak)}, "
         f"ctx switches {num(tel.get('ctx_switches_per_s'), '.0f', '/s')}, "
         f"major faults {num(tel.get('major_faults_per_s'), '.1f', '/s')}, "
         f"CPU freq {num(tel.get('cpu_freq_mhz_mean'), '.0f', ' MHz')} "
         f"({tel.get('samples')} samples, {scope})"
     )
+
+
+def _memory(r: dict[str, Any]) -> Text:
+    """Peak RSS of the worker and of aaco itself, each named after its process."""
+    worker = r.get("worker") or {}
+    tel = r.get("telemetry") or {}
+    parent = (r.get("aaco_process") or {}).get("max_rss_bytes")
+    # Bundles written before max_rss_source existed hold wait4's ru_maxrss, which may be the
+    # parent's peak (see aaco.runners.rss): only the sampled maximum is the worker's there.
+    own = worker.get("max_rss_bytes") if "max_rss_source" in worker else None
+    sampled = tel.get("proc_rss_peak_bytes")
+    if own is not None:
+        txt = f"memory     worker peak RSS {fmt_bytes(own)}"
+    elif sampled is not None:
+        txt = f"memory     worker peak RSS {fmt_bytes(sampled)} (sampled)"
+    elif not worker and parent is None:
+        return Text("")
+    else:
+        txt = "memory     worker peak RSS unknown"
+    if parent is not None:
+        txt += f", aaco (parent) peak RSS {fmt_bytes(parent)}"
+    return Text(txt)
 
 
 def _us(ns: float | None) -> str:
@@ -557,6 +575,7 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         *_kernel_parts(report, width),
         *_diagnosis_parts(report, width),
         _telemetry(report),
+        _memory(report),
         _warnings(report),
     ]
     return render_text(Group(*parts), width, color)

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from aaco.runners.inputs import feed_value, make_array
 from aaco.runners.preprocess import PREPROCESSORS, Preprocessed, image_input
+from aaco.runners.rss import own_peak_rss_bytes
 from aaco.runners.spec import (
     OPTIMIZED_MODEL,
     OPTIMIZED_WEIGHTS,
@@ -194,6 +195,7 @@ def run_worker(bundle_dir: Path) -> WorkerResult:
         (bundle_dir / "runtime").mkdir(parents=True, exist_ok=True)
         with (bundle_dir / "runtime" / "worker_traceback.txt").open("w") as fh:
             traceback.print_exc(file=fh)
+    result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
     atomic_write_json(bundle_dir / RESULT_FILE, result.to_json())
     return result
 
