@@ -85,6 +85,7 @@ class Entry:
     args: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     notes: str = ""
+    fixture: str | None = None  # a committed copy (tests/fixtures), used when not fetched
 
     @property
     def file_name(self) -> str:
@@ -112,6 +113,7 @@ def load_manifest(path: Path = MANIFEST) -> list[Entry]:
                 args=tuple(d.get("args", ())),
                 tags=tuple(d.get("tags", ())),
                 notes=d.get("notes", ""),
+                fixture=d.get("fixture"),
             )
         )
     return out
@@ -552,6 +554,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
             path = root / ("models" if e.kind == "onnx" else "traces") / e.file_name
             if e.source["type"] == "fixture":  # committed files need no fetch stage
                 path = ROOT / e.source["path"]
+            elif not path.exists() and e.fixture:
+                path = ROOT / e.fixture
             if not path.exists():
                 row = Row(e.name, e.kind, e.producer, status="missing", error=f"{path} not fetched")
             elif e.kind == "onnx":
