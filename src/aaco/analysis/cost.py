@@ -113,8 +113,18 @@ SOFTMAX_FLOPS = {
     "BiasSoftmax": 6,  # + the bias add
     "QLinearSoftmax": 10,  # dequantize 2 + softmax 5 + quantize 3
 }
-#: post_transform of ai.onnx.ml classifiers/regressors, per output score
+#: post_transform of ai.onnx.ml classifiers/regressors, per output score (TreeEnsemble,
+#: ai.onnx.ml 5, numbers them 0-4 in this order)
 _POST_TRANSFORM = {"NONE": 0, "SOFTMAX": 5, "LOGISTIC": 4, "SOFTMAX_ZERO": 5, "PROBIT": 4}
+
+
+def _post_flops(value: Any) -> int:
+    names = list(_POST_TRANSFORM)
+    key = names[value] if isinstance(value, int) and 0 <= value < len(names) else str(value)
+    if key not in _POST_TRANSFORM:
+        raise _Unknown
+    return _POST_TRANSFORM[key]
+
 
 REDUCTIONS = {
     "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
@@ -1006,9 +1016,7 @@ def _tree_ensemble(n: _Node) -> Formula:
     per_leaf = math.ceil(weights / leaves) if leaves else 0
     per_sample = sum(depths) + len(depths) * per_leaf
     outputs = _out_numel(n, 1) if n.op == "TreeEnsembleClassifier" else _out_numel(n)
-    post = _POST_TRANSFORM.get(str(n.attr("post_transform", "NONE")))
-    if post is None:
-        raise _Unknown
+    post = _post_flops(n.attr("post_transform", "NONE"))
     return samples * per_sample + outputs * post, None, "longest path per tree (upper bound)"
 
 
@@ -1020,9 +1028,7 @@ def _ml_linear(n: _Node) -> Formula:
     classes = coefs // feats if feats else 0
     macs = samples * classes * feats
     flops = 2 * macs + (samples * classes if n.attr("intercepts", []) else 0)
-    post = _POST_TRANSFORM.get(str(n.attr("post_transform", "NONE")))
-    if post is None:
-        raise _Unknown
+    post = _post_flops(n.attr("post_transform", "NONE"))
     return flops + samples * classes * post, macs, None
 
 
@@ -1253,6 +1259,10 @@ def _profile_io(text: str | None) -> list[tuple[str | None, Shape | None]] | Non
     return out
 
 
+#: the search below recurses once per tensor: beyond this many, only exact counts match
+_MAX_LINE_UP = 400
+
+
 def _line_up(
     names: Sequence[str],
     dtypes: Sequence[str | None],
@@ -1271,6 +1281,8 @@ def _line_up(
     as it can, wins.
     """
     present = [i for i, t in enumerate(names) if t]
+    if len(present) + len(recorded) > _MAX_LINE_UP:  # a Concat of hundreds: no skipping
+        return dict(zip(present, recorded, strict=True)) if len(present) == len(recorded) else {}
 
     def fits(i: int, rec: tuple[str | None, Shape | None]) -> bool:
         dtype = dtypes[i] if i < len(dtypes) else None
