@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,8 +200,8 @@ U8, I8, I32, I64 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32, Tenso
 
 def _graph_costs(
     nodes: list[onnx.NodeProto],
-    inputs: list[tuple[str, Any, list[Any] | None]],
-    outputs: list[tuple[str, Any, list[Any] | None]],
+    inputs: Sequence[tuple[str, Any, list[Any] | None]],
+    outputs: Sequence[tuple[str, Any, list[Any] | None]],
     inits: dict[str, Any] | None = None,
     opsets: tuple[tuple[str, int], ...] = (("", 17), (MS, 1)),
 ) -> dict[str, dict[str, Any]]:
