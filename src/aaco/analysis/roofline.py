@@ -271,11 +271,12 @@ def node_roofline(
             elif index is not None:
                 gb, ok = group_traffic(members, index)
                 nbytes = gb * calls if ok and gb is not None else None
+        if any(c["cost_model"] == "control_flow" and c["op_type"] != op_type for c in found):
+            # a node standing for an If/Loop/Scan (a branch ORT inlined) does its branch's
+            # work, which the control-flow node's own cost (0) does not hold
+            flops = None
         mine = own.get(name)
-        # a node standing for an If/Loop/Scan (a branch ORT inlined) does its branch's work,
-        # which the control-flow node's own cost (0) does not hold
-        inlined = any(c["cost_model"] == "control_flow" for c in found)
-        if mine is not None and (flops is None or name not in mapped or inlined):
+        if mine is not None and (flops is None or name not in mapped):
             if mine["flops"] is not None or flops is None:
                 flops = float(mine["flops"]) * calls if mine["flops"] is not None else None
                 dtype = mine["dtype"]
