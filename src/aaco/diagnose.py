@@ -110,7 +110,12 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         ceilings = stages.run("ceilings", _ceilings, env, backend)
     ops = session.ops()
     gpu_time = _gpu_ns_per_iter(session, ops)
-    rows = stages.run("roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time)
+    executed = None
+    if ops is not None and ops.num_rows:
+        executed = stages.run("executed_costs", _executed_costs, path, ops, nodes, edges)
+    rows = stages.run(
+        "roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time, executed
+    )
     if rows is None:
         rows = ROOFLINE.empty()
     kernels = session.table("kernels")
@@ -129,6 +134,10 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         from aaco.analysis.cost import cost_summary
 
         summary_json["model_cost"] = stages.run("cost_summary", cost_summary, costs)
+    if ops is not None and ops.num_rows:
+        from aaco.analysis.cost import work_coverage
+
+        summary_json["work_coverage"] = stages.run("work_coverage", work_coverage, ops, node_rows)
     atomic_write_json(path / "metrics" / "roofline.json", summary_json)
 
     derived = session.json_file("metrics/derived_metrics.json")
@@ -209,6 +218,19 @@ def _costs(nodes: pa.Table, edges: pa.Table | None) -> pa.Table:
     from aaco.analysis.cost import node_costs
 
     return node_costs(nodes, edges, graph="original")
+
+
+def _executed_costs(
+    path: Path, ops: pa.Table, nodes: pa.Table | None, edges: pa.Table | None
+) -> pa.Table:
+    """Costs of the nodes ORT executed, with its optimized model's subgraphs when saved."""
+    from aaco.analysis.cost import executed_node_costs
+    from aaco.analysis.graph import load_model_proto
+    from aaco.runners.spec import OPTIMIZED_MODEL
+
+    optimized = path / OPTIMIZED_MODEL
+    model = load_model_proto(optimized) if optimized.is_file() else None
+    return executed_node_costs(ops, nodes, model, edges)
 
 
 def _ceilings(env: dict[str, Any] | None, backend: str) -> Any:

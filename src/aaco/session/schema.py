@@ -535,14 +535,16 @@ OP_COSTS = TableSpec(
             "dtype",
             _str,
             "",
-            "element type the node computes in (its first float input, else its first input)",
+            "element type the node computes in: the integer type of a quantized operator's "
+            "operands (int8/uint8), else its first float input, else its first input",
         ),
         _c(
             "cost_model",
             _str,
             "",
-            "formula family used: `conv`, `gemm`, `attention`, "
-            "`elementwise`, `reduction`, `normalization`, `softmax`, `pooling`, "
+            "formula family used: `conv`, `gemm`, `attention`, `rnn`, "
+            "`elementwise`, `reduction`, `normalization`, `softmax`, `pooling`, `resize`, "
+            "`einsum`, `sort`, `fft`, `linalg`, `tree_ensemble`, `svm`, `control_flow`, "
             "`data_movement`, `unknown`",
             False,
         ),
@@ -564,7 +566,14 @@ OP_COSTS = TableSpec(
         _c("output_bytes", _i64, "B", "bytes of outputs written"),
         _c("bytes", _i64, "B", "input + weight + output bytes; null when any is unknown"),
         _c("intensity", _f64, "FLOP/B", "flops / bytes; null when either is unknown or bytes is 0"),
-        _c("flops_known", _bool, "", "false for ops without a FLOP formula (bytes only)", False),
+        _c(
+            "flops_known",
+            _bool,
+            "",
+            "false for ops without a FLOP formula (bytes only); true for data movement "
+            "and control flow (0 FLOPs)",
+            False,
+        ),
         _c("note", _str, "", "why a value is unknown, or what the formula assumed"),
     ),
 )
