@@ -213,7 +213,9 @@ def exclusive_ns(ops: pa.Table) -> np.ndarray[Any, Any]:
     ``aten::linear``. A row is nested in the innermost open row of the same ``source``,
     ``iteration`` and ``thread_id`` that started no later and ends no earlier (1 µs slack
     for ORT's rounding). Summing exclusive times counts every nanosecond once. Rows
-    without a start time are never nested and never parents. Result in ns, >= 0.
+    without a start time are never nested and never parents; rows with a ``nested_ns``
+    (ONNX Runtime profiles since the column exists) already hold their own time alone in
+    ``dur_ns`` and are taken as they are. Result in ns, >= 0.
     """
     n = ops.num_rows
     dur = pc.fill_null(ops.column("dur_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -222,6 +224,10 @@ def exclusive_ns(ops: pa.Table) -> np.ndarray[Any, Any]:
         return np.asarray(excl)
     start_col = ops.column("start_ns")
     valid = np.asarray(pc.is_valid(start_col).to_numpy(zero_copy_only=False))
+    if "nested_ns" in ops.column_names:
+        # rows whose nesting the importer already took out (ONNX Runtime's) are exclusive
+        done = np.asarray(pc.is_valid(ops.column("nested_ns")).to_numpy(zero_copy_only=False))
+        valid = valid & ~done
     start = pc.fill_null(start_col, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     keys = []
     for c in ("source", "iteration", "thread_id"):

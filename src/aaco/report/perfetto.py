@@ -486,6 +486,7 @@ def _add_ops(b: _Builder, session: Session) -> None:
         "provider",
         "start_ns",
         "dur_ns",
+        "nested_ns",
         "thread_id",
         "process_id",
         "iteration",
@@ -494,7 +495,7 @@ def _add_ops(b: _Builder, session: Session) -> None:
     # ONNX Runtime's nodes are named by the original ONNX node they stand for; ORT's own
     # name goes into the args (docs/metrics.md, "Operator names")
     labels = {n: x for n, x in session_op_names(session).by_node.items() if x.renamed}
-    for row, (src, node, op_type, prov, s, d, tid, pid, it, ext) in enumerate(
+    for row, (src, node, op_type, prov, s, d, nested, tid, pid, it, ext) in enumerate(
         zip(*_cols(ops, names), strict=True)
     ):
         if s is None:
@@ -512,7 +513,9 @@ def _add_ops(b: _Builder, session: Session) -> None:
             }
         )
         name = renamed.label if renamed is not None else node
-        b.add(proc, _thread_track(b, proc, tid), s, d, name, "op", args, ref=row)
+        # the slice spans the nodes an If/Loop/Scan ran too, so they draw nested in it
+        span = d + (nested or 0)
+        b.add(proc, _thread_track(b, proc, tid), s, span, name, "op", args, ref=row)
 
 
 def _add_api_calls(b: _Builder, session: Session) -> None:

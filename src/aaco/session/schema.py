@@ -159,7 +159,22 @@ OPS = TableSpec(
             "start on the trace's clock: relative to the start of the profile for ORT, "
             "the trace's own timestamps for imported traces (not monotonic)",
         ),
-        _c("dur_ns", _i64, "ns", "duration of the operator (ORT: of its kernel)", False),
+        _c(
+            "dur_ns",
+            _i64,
+            "ns",
+            "time of the operator itself (ORT: its kernel's time less the time of the nodes "
+            "of its If/Loop/Scan bodies, which have rows of their own: `nested_ns`)",
+            False,
+        ),
+        _c(
+            "nested_ns",
+            _i64,
+            "ns",
+            "time of the operator rows nested inside this one and left out of `dur_ns` "
+            "(ORT: the nodes its subgraphs ran); 0 when none; null when not computed "
+            "(imported traces, whose framework ops nest: see `outermost_ops`)",
+        ),
         _c("thread_id", _i64, "", "OS thread id that ran the node"),
         _c("input_shapes", _str, "", "JSON list of {dtype: shape} per input, as ORT reports"),
         _c("output_shapes", _str, "", "JSON list of {dtype: shape} per output"),
