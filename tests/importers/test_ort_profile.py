@@ -643,15 +643,14 @@ def test_subgraph_nodes_are_not_counted_twice(tmp_path: Path) -> None:
     its own time in dur_ns, its body's time goes to nested_ns, so the rows add up to the
     run once (a real ONNX Runtime profile of a real If model)."""
     import numpy as np
-    import onnx
     import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import GraphProto, TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])
     c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])
 
-    def branch(op: str) -> onnx.GraphProto:
+    def branch(op: str) -> GraphProto:
         nodes = [helper.make_node("MatMul", ["x", "x"], ["m"], name=f"{op}_mm"),
                  helper.make_node(op, ["m"], ["out"], name=f"{op}_act")]  # fmt: skip
         return helper.make_graph(nodes, op, [], [helper.make_tensor_value_info("out", 1, None)])
