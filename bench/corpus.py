@@ -280,7 +280,16 @@ def _bundle_from(stderr: str, stdout: str) -> Path | None:
 
 
 def _known_work(bundle: Path) -> tuple[float | None, float | None]:
-    """(share of operator time with known FLOPs in %, operator ms per iteration)."""
+    """(share of operator time with known FLOPs in %, operator ms): the diagnosis's
+    ``work_coverage`` (exclusive times), else the roofline table's node rows."""
+    rj = bundle / "metrics" / "roofline.json"
+    if rj.is_file():
+        try:
+            wc = json.loads(rj.read_text()).get("work_coverage") or {}
+        except (OSError, ValueError):
+            wc = {}
+        if wc.get("share_known") is not None and wc.get("time_ns"):
+            return 100.0 * float(wc["share_known"]), float(wc["time_ns"]) / 1e6
     f = bundle / "metrics" / "roofline.parquet"
     if not f.is_file():
         return None, None
