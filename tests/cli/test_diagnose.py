@@ -34,7 +34,9 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A full calibration of this machine in a folder of this module's own."""
     d = tmp_path_factory.mktemp("calibration")
     env = {"AACO_CALIBRATION_DIR": str(d)}
-    p = aaco("calibrate", "--json", env=env)
+    # --allow-busy: the shared machine is often busy; a disturbed calibration is still the
+    # machine's figure (operators above it are flagged and left out of the evidence)
+    p = aaco("calibrate", "--json", "--allow-busy", env=env)
     assert p.returncode == 0, p.stderr
     return env
 
@@ -82,7 +84,7 @@ def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
     assert _verdict(sessions)["bottleneck_class"] == "unknown"
     costs = Session.load(sessions / "latest").table("op_costs")
     assert costs is not None and costs.num_rows == 8  # the work is known without ceilings
-    assert aaco("calibrate", "--quick", env=env).returncode == 0
+    assert aaco("calibrate", "--quick", "--allow-busy", env=env).returncode == 0
     a = aaco("analyze", "--session", str(sessions / "latest"), "--format", "json", env=env)
     assert a.returncode == 0, a.stderr
     r = json.loads(a.stdout)
@@ -100,3 +102,47 @@ def test_analyze_refuses_a_failed_run(tmp_path: Path) -> None:
     a = aaco("analyze", "--session", str(tmp_path / "latest"))
     assert a.returncode == 2 and "nothing to analyze" in a.stderr
     assert "Traceback" not in a.stderr
+
+
+def test_first_run_calibrates_or_says_why_not(tmp_path: Path) -> None:
+    # an empty calibration folder and `aaco run` alone: after the worker, a quick
+    # calibration is measured and stored (a quiet machine), or refused and said so (busy)
+    cal = tmp_path / "cal"
+    env = {"AACO_CALIBRATION_DIR": str(cal), "AACO_AUTO_CALIBRATE": "1"}
+    sessions = tmp_path / "s"
+    p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "-o", str(sessions), env=env)
+    assert p.returncode == 0, p.stderr
+    roof = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
+    note = roof["ceilings_note"]
+    files = list(cal.glob("*.json"))
+    verdict = _verdict(sessions)
+    assert note in p.stdout  # the report says how its ceilings were got
+    if roof["ceilings"] is not None:
+        assert note.startswith("quick calibration measured now, ") and len(files) == 1
+        assert "run `aaco calibrate` for a full one" in note
+        stored = json.loads(files[0].read_text())
+        assert stored["mode"] == "quick" and stored["contention"] == "quiet"
+        assert roof["ceilings"]["mode"] == "quick" and roof["ceilings"]["source"] == "calibrated"
+        assert verdict["bottleneck_class"] == "compute-bound"
+        # the next run finds it: no calibration, no note
+        p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "--report", "none",
+                 "-o", str(sessions), env=env)  # fmt: skip
+        again = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
+        assert again["ceilings_note"] is None and again["ceilings"]["mode"] == "quick"
+    else:
+        assert note.startswith("no ceilings: the quick calibration was refused, other ")
+        assert files == []
+        assert verdict["bottleneck_class"] == "unknown"
+        reasons = {m["signal"]: m["reason"] for m in verdict["missing_evidence"]}
+        assert reasons["compute_bound_time_share"] == note
+
+
+def test_no_calibrate_leaves_the_roofline_without_ceilings(tmp_path: Path) -> None:
+    cal = tmp_path / "cal"
+    env = {"AACO_CALIBRATION_DIR": str(cal), "AACO_AUTO_CALIBRATE": "1"}
+    p = aaco("run", "--model", "zoo-latency", "--iterations", "5", "--no-calibrate",
+             "--report", "none", "-o", str(tmp_path / "s"), env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    roof = json.loads((tmp_path / "s" / "latest" / "metrics" / "roofline.json").read_text())
+    assert roof["ceilings"] is None and roof["ceilings_note"] is None
+    assert not cal.exists() or list(cal.iterdir()) == []
