@@ -38,6 +38,10 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     # machine's figure (operators above it are flagged and left out of the evidence)
     p = aaco("calibrate", "--json", "--allow-busy", env=env)
     assert p.returncode == 0, p.stderr
+    if json.loads(p.stdout)["contention"] == "disturbed":
+        # figures measured while others held the CPU are too low: the GEMMs run above them,
+        # are flagged, and are no evidence (tests/cli/test_calibrate_cli.py tests that)
+        pytest.skip("the calibration was disturbed by other processes: no verdict to check")
     return env
 
 
@@ -74,6 +78,8 @@ def test_session_without_profile_is_unknown(tmp_path: Path) -> None:
 
 
 def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
+    from aaco.analysis.ceilings import Ceilings, MemoryLevel, hardware_fingerprint
+
     env = {"AACO_CALIBRATION_DIR": str(tmp_path / "cal")}
     sessions = tmp_path / "s"
     p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "--report", "none", "-o",
@@ -82,15 +88,28 @@ def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
     roof = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
     assert roof["ceilings"] is None  # no calibration, no GPU: no ceiling is invented
     assert _verdict(sessions)["bottleneck_class"] == "unknown"
-    costs = Session.load(sessions / "latest").table("op_costs")
+    session = Session.load(sessions / "latest")
+    costs = session.table("op_costs")
     assert costs is not None and costs.num_rows == 8  # the work is known without ceilings
-    assert aaco("calibrate", "--quick", "--allow-busy", env=env).returncode == 0
+    # a calibration for this machine, stored after the run: its float32 roof 1.25 x the
+    # fastest GEMM's achieved rate (known by construction: each runs at 80 % of it or less)
+    rows = session.table("roofline")
+    assert rows is not None
+    fastest = max(r["achieved_flops_per_s"] for r in rows.to_pylist())
+    cal = Ceilings(device="this CPU", source="calibrated", flops_per_s={"float32": 1.25 * fastest},
+                   bytes_per_s=1e10, fingerprint=hardware_fingerprint(session.env or {}),
+                   backend="cpu", memory_levels=(MemoryLevel("L3", 64 * 2**20, 1e11),
+                                                 MemoryLevel("DRAM", None, 1e10)),
+                   mode="full", contention="quiet")  # fmt: skip
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / f"{cal.fingerprint}-cpu.json").write_text(json.dumps(cal.to_json()))
     a = aaco("analyze", "--session", str(sessions / "latest"), "--format", "json", env=env)
     assert a.returncode == 0, a.stderr
     r = json.loads(a.stdout)
     assert r["roofline_summary"]["ceilings"]["source"] == "calibrated"
     assert r["bottleneck"]["bottleneck_class"] == "compute-bound"
     assert r["roofline"][0]["bound"] == "compute"
+    assert r["roofline"][0]["memory_level"] == "L3"  # 6 MiB per call fits the 64 MiB L3
     text = aaco("report", "--session", str(sessions / "latest"), env=env).stdout
     assert "Bottleneck: compute-bound" in text and "Roofline ceilings: calibrated" in text
 
@@ -116,7 +135,8 @@ def test_first_run_calibrates_or_says_why_not(tmp_path: Path) -> None:
     note = roof["ceilings_note"]
     files = list(cal.glob("*.json"))
     verdict = _verdict(sessions)
-    assert note in p.stdout  # the report says how its ceilings were got
+    # the report says how its ceilings were got (wrapped to the terminal's width)
+    assert " ".join(note.split()) in " ".join(p.stdout.split())
     if roof["ceilings"] is not None:
         assert note.startswith("quick calibration measured now, ") and len(files) == 1
         assert "run `aaco calibrate` for a full one" in note

@@ -85,7 +85,7 @@ def busy_note(c: Ceilings, threshold: float = 0.10) -> str | None:
         return None
     return (
         f"other processes used {100 * share:.0f}% of the CPU time while measuring, so these "
-        "figures may be low; run `aaco calibrate --force` on a quiet machine"
+        "figures may be low; run `aaco calibrate` on a quiet machine"
     )
 
 
