@@ -124,7 +124,7 @@ def test_a_quick_stored_calibration_is_not_enough_for_a_full_one(
     assert "reused" not in proc.stdout and "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("aaco: error: calibration refused: ")
-    assert "other processes used" in lines[0] and "--allow-busy" in lines[0]
+    assert "other processes held" in lines[0] and "--allow-busy" in lines[0]
     assert path.read_bytes() == before
 
 

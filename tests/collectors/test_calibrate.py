@@ -244,7 +244,7 @@ def test_calibration_on_a_busy_machine_is_refused() -> None:
     for i in range(400):  # readings keep their wall deltas; counters keep growing
         a, b = busy[(2 * i) % len(busy)], busy[(2 * i + 1) % len(busy)]
         shifted += [a, b]
-    with pytest.raises(BusyError, match="calibration refused: other processes used") as exc:
+    with pytest.raises(BusyError, match="calibration refused: other processes held") as exc:
         calibrate("cpu", quick=True, reader=ProcStatReplay(shifted))
     assert exc.value.share is not None and exc.value.share > 0.3
     assert "numpy_gemm_float32" in str(exc.value) and "--allow-busy" in str(exc.value)

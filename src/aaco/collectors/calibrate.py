@@ -589,14 +589,12 @@ class _Run:
             s.log(f"{name}: {m.value:.3g} {unit}{' (disturbed)' if m.disturbed else ''}")
         if m.disturbed and not s.allow_busy:
             share = f"{100 * m.other_share:.0f} %" if m.other_share is not None else "much"
-            detail = (
-                f"other processes used {share} of the CPU while measuring {name} "
-                f"({m.discarded} of {m.repeats} repetitions over "
-                f"{100 * s.busy_share:.0f} %)"
-            )
+            detail = f"other processes held {share} of the CPU"
             raise BusyError(
-                f"calibration refused: {detail}; nothing was stored. Run it on a quiet "
-                "machine, or with --allow-busy to store it marked as disturbed",
+                f"calibration refused: {detail} while measuring {name} ({m.discarded} of "
+                f"{m.repeats} repetitions over {100 * s.busy_share:.0f} %); nothing was "
+                "stored. Run it on a quiet machine, or with --allow-busy to store it marked "
+                "as disturbed",
                 detail=detail,
                 share=m.other_share,
             )

@@ -455,6 +455,8 @@ def _roofline(r: dict[str, Any]) -> list[RenderableType]:
     head, notes = ceilings_lines(summ)
     if head:
         line = Text(f"Roofline ceilings: {head}")
+    elif notes and notes[0].startswith("no ceilings"):
+        line, notes = Text(f"Roofline: {notes[0]}", style="yellow"), notes[1:]
     else:
         line = Text("Roofline: no ceilings (run `aaco calibrate` on this machine)", style="dim")
     parts: list[RenderableType] = [line]
