@@ -218,21 +218,30 @@ def test_short_calls_are_timed_in_batches() -> None:
 
 
 def _recorded() -> list[dict[str, object]]:
-    path = FIXTURES / "proc_stat_quiet_busy_quiet.jsonl"
+    path = FIXTURES / "proc_stat_quiet_hogs_others.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def test_recorded_hogs_are_seen_and_quiet_spells_are_not() -> None:
+def test_recorded_contention_is_seen_and_a_quiet_spell_is_not() -> None:
     # the recording: 8 repetitions of a single-threaded GEMM loop (0.1 s each) on a quiet
-    # machine, 8 with one CPU hog per CPU, 8 quiet again; two readings per repetition
+    # machine, 8 with one CPU hog per CPU, then 8 while another user's process held about
+    # one CPU; two readings per repetition. The rates say which repetition was which:
+    # 1 for quiet ones, 2 for the others
     records = _recorded()
     phases = [r["phase"] for r in records[::2]]
-    assert phases == ["quiet"] * 8 + ["busy"] * 8 + ["quiet"] * 8
-    ft = FakeTime([1.0] * 24)
-    m = measure_until_stable(ft.call, 1.0, window=16, cv_target=1e-9, clock=ft.clock,
+    assert phases == ["quiet"] * 8 + ["busy"] * 8 + ["others"] * 8
+    ft = FakeTime([1.0] * 8 + [0.5] * 16)
+    m = measure_until_stable(ft.call, 1.0, window=8, cv_target=1e-9, clock=ft.clock,
                              reader=ProcStatReplay(records), max_repeats=24)  # fmt: skip
-    # every busy repetition is discarded, no quiet one is
-    assert m.discarded == 8 and len(m.rates) == 16
+    # no quiet repetition is discarded, every other one is
+    assert m.rates == [1.0] * 8 and m.discarded == 0 and m.stable
+    replay = ProcStatReplay(records[16:])
+    ft = FakeTime([1.0] * 16)
+    m = measure_until_stable(ft.call, 1.0, window=2, clock=ft.clock, reader=replay,
+                             max_repeats=16, budget_s=100)  # fmt: skip
+    assert m.discarded == 16 and m.disturbed and m.rates == []
+    # hogs on both CPUs: others took 0.75-0.86 of the machine; one other process: 0.45+
+    assert 0.6 < (m.other_share or 0) < 0.85
 
 
 def test_calibration_on_a_busy_machine_is_refused() -> None:
