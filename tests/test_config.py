@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from aaco.config import load_registry, parse_int_range, parse_shape_arg
+from aaco.config import load_registry, parse_input_arg, parse_int_range, parse_shape_arg
 from aaco.errors import InputError, UsageError
 
 
@@ -65,9 +65,15 @@ def test_malformed_user_files(tmp_path: Path) -> None:
 def test_shape_and_range_parsing() -> None:
     assert parse_shape_arg("input=1x3x224x224") == ("input", [1, 3, 224, 224])
     assert parse_shape_arg("ids=1,128") == ("ids", [1, 128])
-    for bad in ("input", "=1x2", "input=", "input=1xAx3", "x=-1x2"):
+    assert parse_shape_arg("x=-1x3x48x192") == ("x", [-1, 3, 48, 192])  # -1: left open
+    assert parse_shape_arg("sr=scalar") == ("sr", [])
+    assert parse_shape_arg("sr=[]") == ("sr", [])
+    assert parse_input_arg("sr=16000") == ("sr", "16000")
+    for bad in ("input", "=1x2", "input=", "input=1xAx3", "x=-2x2"):
         with pytest.raises(UsageError, match="malformed --shape"):
             parse_shape_arg(bad)
+    with pytest.raises(UsageError, match="malformed --input"):
+        parse_input_arg("sr=")
     assert parse_int_range("0:1000") == (0, 1000)
     for bad in ("5", "a:b", "10:10"):
         with pytest.raises(UsageError, match="malformed --int-range"):

@@ -25,6 +25,13 @@ def test_builtin_small_models_profile_end_to_end(tmp_path: Path, model: str) -> 
     assert r["model"]["parameter_count"] > 10_000
     assert (s.path / "report" / "report.json").is_file()
     assert (s.path / "report" / "report.txt").is_file()
+    # each peak RSS belongs to its process: the worker's own, and aaco's (the parent)
+    assert r["worker"]["max_rss_source"] == "worker" and r["worker"]["max_rss_bytes"] > 0
+    assert r["aaco_process"]["max_rss_bytes"] > 0
+    assert r["model"]["node_count"] and s.model_meta["data_propagation"]["mode"] in (
+        "full",
+        "guarded",
+    )
     # the registry's shapes were used and recorded
     shapes = {i["name"]: i["shape"] for i in s.meta["run"]["inputs"]}
     if model.startswith("bert"):

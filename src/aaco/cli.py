@@ -97,7 +97,18 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 @click.option("--device", help="torch only: cpu (default), cuda or cuda:N (ROCm GPUs too).")
 @click.option("--compile", "compile_", is_flag=True, help="torch only: apply torch.compile.")
 @click.option("--batch", type=int, help="Batch size for symbolic leading dimensions.")
-@click.option("--shape", multiple=True, help="Input shape NAME=1x3x224x224 (repeatable).")
+@click.option(
+    "--shape",
+    multiple=True,
+    help="Input shape NAME=1x3x224x224 (repeatable; -1 leaves a dimension open, "
+    "NAME=scalar for rank 0).",
+)
+@click.option(
+    "--input",
+    "input_values",
+    multiple=True,
+    help="Input values NAME=NUMBER (every element) or NAME=FILE.npy (repeatable).",
+)
 @click.option("--warmup", type=int, help="Warmup iterations (registry value, else 10).")
 @click.option("--iterations", type=int, help="Measured iterations (registry value, else 100).")
 @click.option(
@@ -177,6 +188,7 @@ def run(
     compile_: bool,
     batch: int | None,
     shape: tuple[str, ...],
+    input_values: tuple[str, ...],
     warmup: int | None,
     iterations: int | None,
     duration: float | None,
@@ -198,7 +210,7 @@ def run(
     report_format: str,
 ) -> None:
     """Profile a model: warmup, measured iterations, operator profile, telemetry -> a bundle."""
-    from aaco.config import parse_int_range
+    from aaco.config import parse_input_arg, parse_int_range
     from aaco.run import RunOptions, run_model
 
     opts = RunOptions(
@@ -206,6 +218,7 @@ def run(
         backend=backend,
         batch=batch,
         shapes=_parse_shapes(list(shape)),
+        values=dict(parse_input_arg(v) for v in input_values),
         warmup=warmup,
         iterations=iterations,
         duration_s=duration,

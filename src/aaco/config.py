@@ -271,22 +271,41 @@ def load_registry(config_dir: Path | None = None, cwd: Path | None = None) -> Re
 
 
 def parse_shape_arg(text: str) -> tuple[str, list[int]]:
-    """``name=1x3x224x224`` (also ``name=1,3,224,224``) -> ("name", [1, 3, 224, 224])."""
+    """``name=1x3x224x224`` (also ``name=1,3,224,224``) -> ("name", [1, 3, 224, 224]).
+
+    ``-1`` leaves a dimension open (resolved as the model's own dynamic dimensions are:
+    ``--batch`` for the leading one); ``name=scalar`` (or ``name=[]``) is a rank-0 input.
+    """
     name, sep, dims_text = text.partition("=")
-    if not sep or not name.strip() or not dims_text.strip():
+    dims_text = dims_text.strip()
+    if not sep or not name.strip() or not dims_text:
         raise UsageError(
             f"malformed --shape {text!r}: expected NAME=D1xD2x... e.g. input=1x3x224x224"
         )
-    parts = dims_text.replace(",", "x").split("x")
+    if dims_text.lower() in ("scalar", "[]", "()"):
+        return name.strip(), []
+    parts = dims_text.strip("[]()").replace(",", "x").split("x")
     try:
         dims = [int(p) for p in parts]
     except ValueError:
         raise UsageError(
             f"malformed --shape {text!r}: dimensions must be integers, e.g. input=1x3x224x224"
         ) from None
-    if any(d < 0 for d in dims):
-        raise UsageError(f"malformed --shape {text!r}: dimensions must be >= 0")
+    if any(d < -1 for d in dims):
+        raise UsageError(
+            f"malformed --shape {text!r}: dimensions must be >= 0 (or -1 to leave one open)"
+        )
     return name.strip(), dims
+
+
+def parse_input_arg(text: str) -> tuple[str, str]:
+    """``name=16000`` or ``name=path/to/array.npy`` -> ("name", "16000")."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise UsageError(
+            f"malformed --input {text!r}: expected NAME=NUMBER or NAME=FILE.npy, e.g. sr=16000"
+        )
+    return name.strip(), value.strip()
 
 
 def parse_int_range(text: str) -> tuple[int, int]:

@@ -93,6 +93,7 @@ def diagnose_bundle(
     ``AACO_AUTO_CALIBRATE`` (on unless 0).
     """
     from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
+    from aaco.analysis.names import OpNames, op_names
     from aaco.analysis.recommend import recommend
     from aaco.analysis.roofline import kernel_roofline, node_roofline, roofline_summary
 
@@ -122,7 +123,12 @@ def diagnose_bundle(
             if first is not None:
                 ceilings, ceilings_note = first.ceilings, first.note
     gpu_time = _gpu_ns_per_iter(session, ops)
-    rows = stages.run("roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time)
+    executed = None
+    if ops is not None and ops.num_rows:
+        executed = stages.run("executed_costs", _executed_costs, path, ops, nodes, edges)
+    rows = stages.run(
+        "roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time, executed
+    )
     if rows is None:
         rows = ROOFLINE.empty()
     kernels = session.table("kernels")
@@ -142,6 +148,10 @@ def diagnose_bundle(
         from aaco.analysis.cost import cost_summary
 
         summary_json["model_cost"] = stages.run("cost_summary", cost_summary, costs)
+    if ops is not None and ops.num_rows:
+        from aaco.analysis.cost import work_coverage
+
+        summary_json["work_coverage"] = stages.run("work_coverage", work_coverage, ops, node_rows)
     atomic_write_json(path / "metrics" / "roofline.json", summary_json)
 
     derived = session.json_file("metrics/derived_metrics.json")
@@ -159,7 +169,8 @@ def diagnose_bundle(
     )
     verdict = classify(signals)
     verdict["signals"] = {k: s.to_json() for k, s in signals.items()}
-    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows)
+    names = stages.run("op_names", op_names, ops, costs) or OpNames()
+    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows, names=names)
     ort_cfg = session.ort_config or {}
     level = (ort_cfg.get("session_options") or {}).get("graph_optimization_level")
     recs = stages.run(
@@ -172,6 +183,7 @@ def diagnose_bundle(
         summary=session.summary,
         provider=provider,
         graph_optimization_level=level,
+        names=names,
     )
     verdict["failures"] = stages.failures
     atomic_write_json(path / "metrics" / "bottleneck.json", verdict)
@@ -235,6 +247,19 @@ def _costs(nodes: pa.Table, edges: pa.Table | None) -> pa.Table:
     from aaco.analysis.cost import node_costs
 
     return node_costs(nodes, edges, graph="original")
+
+
+def _executed_costs(
+    path: Path, ops: pa.Table, nodes: pa.Table | None, edges: pa.Table | None
+) -> pa.Table:
+    """Costs of the nodes ORT executed, with its optimized model's subgraphs when saved."""
+    from aaco.analysis.cost import executed_node_costs
+    from aaco.analysis.graph import load_model_proto
+    from aaco.runners.spec import OPTIMIZED_MODEL
+
+    optimized = path / OPTIMIZED_MODEL
+    model = load_model_proto(optimized) if optimized.is_file() else None
+    return executed_node_costs(ops, nodes, model, edges)
 
 
 def _ceilings(env: dict[str, Any] | None, backend: str) -> Any:

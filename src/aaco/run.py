@@ -34,7 +34,7 @@ from aaco import __version__
 from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
 from aaco.diagnose import write_reports
 from aaco.errors import InputError, UsageError
-from aaco.runners.inputs import InputSpec, batch_of, resolve_inputs
+from aaco.runners.inputs import InputSpec, UnresolvedShapes, batch_of, resolve_inputs
 from aaco.runners.launch import LaunchOutcome, launch_worker
 from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec, TorchRunSpec
 from aaco.session.bundle import (
@@ -68,6 +68,8 @@ class RunOptions:
     backend: str | None = None
     batch: int | None = None
     shapes: dict[str, list[int]] = field(default_factory=dict)
+    # --input NAME=NUMBER|FILE.npy: a constant fill, or an array file to feed
+    values: dict[str, str] = field(default_factory=dict)
     warmup: int | None = None
     iterations: int | None = None
     duration_s: float | None = None
@@ -192,7 +194,11 @@ def _validate(opts: RunOptions) -> None:
             raise UsageError(
                 "--backend chooses an ONNX Runtime provider; with --framework torch use --device"
             )
-        for given, option in ((opts.shapes, "--shape"), (opts.int_range, "--int-range")):
+        for given, option in (
+            (opts.shapes, "--shape"),
+            (opts.int_range, "--int-range"),
+            (opts.values, "--input"),
+        ):
             if given:
                 raise UsageError(
                     f"{option} does not apply to --framework torch: the model function "
@@ -242,13 +248,17 @@ def run_model(opts: RunOptions) -> Session:
     proto = load_model_proto(model.path)
     check_external_data(proto, model.path)
     entry = model.entry
-    inputs = resolve_inputs(
-        proto,
-        user_shapes=opts.shapes,
-        registry_shapes=entry.input_shapes if entry else None,
-        batch=opts.batch,
-        int_range=opts.int_range,
-    )
+    try:
+        inputs = resolve_inputs(
+            proto,
+            user_shapes=opts.shapes,
+            registry_shapes=entry.input_shapes if entry else None,
+            batch=opts.batch,
+            int_range=opts.int_range,
+            values=opts.values,
+        )
+    except UnresolvedShapes as exc:
+        raise UsageError(_open_shapes_hint(exc, model, proto, opts)) from None
     warmup = (
         opts.warmup
         if opts.warmup is not None
@@ -294,6 +304,34 @@ def run_model(opts: RunOptions) -> Session:
         # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
         _salvage(writer, sys.exc_info()[1])
         raise
+
+
+def _open_shapes_hint(
+    exc: UnresolvedShapes, model: ResolvedModel, proto: Any, opts: RunOptions
+) -> str:
+    """The open-dimension error with a command that runs: candidate shapes are tried on the
+    model (:mod:`aaco.runners.probe`) and the first that ran goes into the command line."""
+    from aaco.runners.probe import hint_command, probe_shapes
+
+    found = probe_shapes(
+        model.path,
+        proto,
+        exc,
+        int_range=opts.int_range,
+        values=opts.values,
+        seed=opts.seed,
+        timeout_s=min(opts.timeout_s or 120.0, 120.0),
+    )
+    message = str(exc).split("; give ", 1)[0]
+    if found.shapes is not None:
+        open_inputs = dict.fromkeys(od.input for od in exc.open_dims)
+        shapes = {name: found.shapes[name] for name in open_inputs}
+        argv = list(opts.argv) if opts.argv else ["aaco", "run", "--model", opts.model]
+        return f"{message}; it runs with: {hint_command(argv, shapes)}"
+    why = found.errors[0] if found.errors else "no candidate could be tried"
+    return (
+        f"{exc!s} (none of the {found.tried} shapes AACO tried ran; the first failed with: {why})"
+    )
 
 
 def _base_meta(
@@ -456,17 +494,21 @@ def _diagnose(
     auto_calibrate: bool | None = None,
 ) -> None:
     """Roofline, bottleneck verdict and recommendations, written before the bundle is
-    published (a failure is recorded, the run is kept). The worker has exited by now, so
-    a first-run calibration (``auto_calibrate``) never measures beside the workload."""
+    published (a failure is recorded, the run is kept); then the aaco process's own peak RSS
+    (``aaco_process``). The worker has exited by now, so a first-run calibration
+    (``auto_calibrate``, in a process of its own) never measures beside the workload."""
     from aaco.diagnose import diagnose_bundle
+    from aaco.runners.rss import own_peak_rss_bytes
 
     writer.write_json("session.json", meta)
-    if meta.get("status") == "completed":
-        diagnose = functools.partial(diagnose_bundle, auto_calibrate=auto_calibrate)
-        if attempt("diagnose", diagnose, writer.path) is not None:
-            # the diagnosis records its own stage failures in session.json
-            meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
-        writer.write_json("session.json", meta)
+    completed = meta.get("status") == "completed"
+    diagnose = functools.partial(diagnose_bundle, auto_calibrate=auto_calibrate)
+    if completed and attempt("diagnose", diagnose, writer.path) is not None:
+        # the diagnosis records its own stage failures in session.json
+        meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
+    # After the last analysis: the reports rendered from the bundle next are not counted.
+    meta["aaco_process"] = {"max_rss_bytes": own_peak_rss_bytes()}
+    writer.write_json("session.json", meta)
 
 
 def _write_graph(
@@ -615,7 +657,8 @@ def _finish_common(
     summary: dict[str, Any] = {"status": outcome.status}
     if outcome.usage is not None:
         summary["worker"] = {
-            "max_rss_bytes": int(outcome.usage["max_rss_bytes"]),
+            "max_rss_bytes": outcome.usage["max_rss_bytes"],
+            "max_rss_source": outcome.usage["max_rss_source"],
             "cpu_user_s": outcome.usage["cpu_user_s"],
             "cpu_system_s": outcome.usage["cpu_system_s"],
             "wall_s": outcome.wall_ns / 1e9,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from tests.onnx_models import (
     vi,
 )
 
+import aaco.analysis.graph as graph_module
 from aaco.analysis.graph import (
     GraphInfo,
     eliminated_original_nodes,
@@ -457,6 +460,233 @@ def test_unused_graph_input_still_has_an_edge() -> None:
     )
     row = _edge(extract_graph(model), "unused", None)
     assert (row["kind"], row["producer"], row["bytes"]) == ("graph_input", None, 20)
+
+
+# --------------------------------------------------------------------------- bounded inference
+
+
+def _unchecked(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    inits: list[TensorProto] | None = None,
+) -> onnx.ModelProto:
+    """A model whose outputs declare no shape (the checker wants one): inference finds it."""
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits or [])
+    return helper.make_model(graph, opset_imports=OPSET, ir_version=IR_VERSION)
+
+
+def elementwise_1d(n: int) -> onnx.ModelProto:
+    """Issue #14's model: Add, Mul, Relu, Sigmoid, twice, over a 1-D input of n floats."""
+    ops = ["Add", "Mul", "Relu", "Sigmoid"] * 2
+    nodes, prev = [], "x"
+    for i, op in enumerate(ops):
+        out = "y" if i == len(ops) - 1 else f"t{i}"
+        ins = [prev, "c"] if op in ("Add", "Mul") else [prev]
+        nodes.append(helper.make_node(op, ins, [out], name=f"{op.lower()}{i}"))
+        prev = out
+    return _unchecked(
+        nodes,
+        [vi("x", TensorProto.FLOAT, [n])],
+        [vi("y", TensorProto.FLOAT, None)],
+        [const("c", 0.5)],
+    )
+
+
+def _long_values_models(n: int) -> dict[str, onnx.ModelProto]:
+    """Each way a 1-D tensor of ``n`` values reaches an op that propagates values, next to
+    shape computations data propagation must still see through."""
+    i64 = np.int64
+    f = TensorProto.FLOAT
+    models = {"elementwise": elementwise_1d(n)}
+    # a Reshape target from Shape and a ConstantOfShape whose length only data propagation
+    # knows (torch's Pad export): the zeros are cut in the first pass, read in the next
+    models["computed_shape"] = _unchecked(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu"),
+            helper.make_node("Add", ["r", "c"], ["a"], name="add"),
+            helper.make_node("Shape", ["x"], ["s"], name="shape"),
+            helper.make_node("Shape", ["m"], ["sm"], name="shape_m"),
+            helper.make_node("Slice", ["sm", "zero", "one"], ["k"], name="slice"),
+            helper.make_node(
+                "ConstantOfShape", ["k"], ["z"], name="zeros", value=const("v", [1], i64)
+            ),
+            helper.make_node("Concat", ["s", "z"], ["t"], name="concat", axis=0),
+            helper.make_node("Reshape", ["a", "t"], ["y"], name="reshape"),
+        ],
+        [vi("x", f, [n]), vi("m", f, [2, 3])],
+        [vi("y", f, None)],
+        [const("c", 0.5), const("zero", [0], i64), const("one", [1], i64)],
+    )
+    models["large_initializer"] = _unchecked(
+        [
+            helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+            helper.make_node("Mul", ["a", "w"], ["y"], name="mul"),
+        ],
+        [vi("x", f, [n])],
+        [vi("y", f, None)],
+        [const("w", np.ones(n))],
+    )
+    models["large_constant"] = _unchecked(
+        [
+            helper.make_node("Constant", [], ["k"], name="k", value=const("kv", np.arange(n), i64)),
+            helper.make_node("Add", ["k", "one"], ["k1"], name="add"),
+            helper.make_node("Gather", ["k1", "idx"], ["g"], name="gather", axis=0),
+            helper.make_node("Cast", ["g"], ["y"], name="cast", to=f),
+        ],
+        [],
+        [vi("y", f, None)],
+        [const("one", 1, i64), const("idx", [3], i64)],
+    )
+    models["range"] = _unchecked(
+        [
+            helper.make_node("Range", ["s0", "lim", "d1"], ["r"], name="range"),
+            helper.make_node("Cast", ["r"], ["rf"], name="cast", to=f),
+            helper.make_node("Add", ["rf", "c"], ["y"], name="add"),
+        ],
+        [],
+        [vi("y", f, None)],
+        [const("c", 0.5), const("s0", 0, i64), const("lim", n, i64), const("d1", 1, i64)],
+    )
+    models["flattened_2d"] = _unchecked(
+        [
+            helper.make_node("Reshape", ["x", "minus1"], ["r"], name="flatten"),
+            helper.make_node("Mul", ["r", "c"], ["y"], name="mul"),
+        ],
+        [vi("x", f, [2, (n + 1) // 2])],
+        [vi("y", f, None)],
+        [const("c", 0.5), const("minus1", [-1], i64)],
+    )
+    then = helper.make_graph(
+        [helper.make_node("Add", ["x", "c"], ["o1"])], "then", [], [vi("o1", f, None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Mul", ["x", "c"], ["o2"])], "else", [], [vi("o2", f, None)]
+    )
+    models["subgraph"] = _unchecked(
+        [helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then, else_branch=other)],
+        [vi("x", f, [n])],
+        [vi("y", f, None)],
+        [const("c", 0.5), const("cond", True, np.bool_)],
+    )
+    fn = helper.make_function(
+        "local",
+        "Scale",
+        ["a"],
+        ["b"],
+        [
+            helper.make_node("Constant", [], ["h"], value_float=0.5),
+            helper.make_node("Mul", ["a", "h"], ["b"]),
+        ],
+        OPSET,
+    )
+    local = _unchecked(
+        [helper.make_node("Scale", ["x"], ["y"], name="scale", domain="local")],
+        [vi("x", f, [n])],
+        [vi("y", f, None)],
+    )
+    local.opset_import.append(helper.make_opsetid("local", 1))
+    local.functions.append(fn)
+    models["function"] = local
+    return models
+
+
+def _shapes(info: GraphInfo) -> dict[str, str | None]:
+    return {r["tensor"]: r["shape"] for r in _rows(info.edges)}
+
+
+def test_long_1d_tensors_are_cut_from_data_propagation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graph_module, "DATA_PROP_MAX_ELEMS", 100)
+    info = extract_graph(elementwise_1d(101))
+    assert info.meta["shape_inference"] == "ok"
+    # the input read by the first Add and the Sigmoid output read by the second
+    assert info.meta["data_propagation"] == {
+        "mode": "guarded",
+        "max_elems": 100,
+        "skipped_count": 2,
+        "skipped": ["t3", "x"],
+    }
+    assert set(_shapes(info).values()) == {"[101]", "[]"}  # the chain and the scalar c
+    assert _edge(info, "y", None)["bytes"] == 404
+
+    at_guard = extract_graph(elementwise_1d(100)).meta["data_propagation"]
+    assert at_guard == {"mode": "full", "max_elems": 100, "skipped_count": 0, "skipped": []}
+
+
+def test_ops_known_to_propagate_values_match_onnx() -> None:
+    # graph._DATA_PROP_OPS stands in for OpSchema.has_data_propagation_function on an old onnx
+    schemas = onnx.defs.get_all_schemas_with_history()
+    found = {s.name for s in schemas if s.domain == "" and s.has_data_propagation_function}
+    assert found == graph_module._DATA_PROP_OPS
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "elementwise",
+        "computed_shape",
+        "large_initializer",
+        "large_constant",
+        "range",
+        "flattened_2d",
+        "subgraph",
+        "function",
+    ],
+)
+def test_guard_keeps_every_shape_unguarded_inference_finds(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    model = _long_values_models(2000)[name]
+    monkeypatch.setattr(graph_module, "DATA_PROP_MAX_ELEMS", 10**12)
+    unguarded = extract_graph(model)
+    assert unguarded.meta["data_propagation"]["mode"] == "full"
+    monkeypatch.setattr(graph_module, "DATA_PROP_MAX_ELEMS", 100)
+    guarded = extract_graph(model)
+    assert guarded.meta["data_propagation"]["mode"] == "guarded"
+    assert guarded.meta["shape_inference"] == unguarded.meta["shape_inference"] == "ok"
+    assert _shapes(guarded) == _shapes(unguarded)
+    if name == "computed_shape":  # the zeros were cut in the first pass, read in the second
+        assert guarded.meta["data_propagation"]["skipped"] == ["r"]
+    assert _shapes(guarded)["y"] == {
+        "computed_shape": '[2000,"unk__0","unk__1"]',  # a ConstantOfShape's values are unknown
+        "large_constant": "[1]",
+        "flattened_2d": "[2000]",
+    }.get(name, "[2000]")
+
+
+def test_guard_bounds_peak_memory_of_extraction() -> None:
+    """A 1-D input of 4 M floats: ONNX's data propagation alone took 1.1 GB for it."""
+    script = """
+import sys, time
+import onnx
+from aaco.analysis.graph import extract_graph
+from aaco.runners.rss import own_peak_rss_bytes
+from tests.analysis.test_graph import elementwise_1d
+model = elementwise_1d(4_000_000)
+extract_graph(elementwise_1d(10))  # imports and first-use allocations
+before = own_peak_rss_bytes()
+start = time.perf_counter()
+info = extract_graph(model)
+mode = info.meta["data_propagation"]["mode"]
+print(own_peak_rss_bytes() - before, time.perf_counter() - start, mode)
+"""
+    from aaco.runners.rss import own_peak_rss_bytes
+
+    if own_peak_rss_bytes() is None:
+        pytest.skip("no VmHWM on this system")
+    root = Path(__file__).parents[2]  # where `tests` imports from
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=root,
+    ).stdout.split()
+    added, seconds, mode = int(out[0]), float(out[1]), out[2]
+    assert mode == "guarded"
+    assert added < 64 * 2**20, f"extract_graph added {added / 2**20:.0f} MiB"
+    assert seconds < 10
 
 
 def test_meta_describes_the_model() -> None:

@@ -174,6 +174,40 @@ def test_node_roofline_groups_fused_nodes() -> None:
     assert len(s["points"]) == 2
 
 
+def test_node_roofline_takes_the_executed_nodes_own_cost_where_the_originals_fail() -> None:
+    nodes, edges = _graph()
+    costs = OP_COSTS.from_rows(
+        [{"node_name": "a1", "op_type": "MatMul", "cost_model": "gemm", "flops": 1000,
+          "bytes": 250, "flops_known": True},
+         {"node_name": "a2", "op_type": "Relu", "cost_model": "elementwise", "flops": None,
+          "bytes": 200, "flops_known": True},
+         {"node_name": "if", "op_type": "If", "cost_model": "control_flow", "flops": 0,
+          "bytes": None, "flops_known": True}]
+    )  # fmt: skip
+    ops = OPS.from_rows(
+        [{"source": "onnxruntime", "iteration": 0, "node_name": n, "op_type": t,
+          "original_nodes": o, "start_ns": 0, "dur_ns": 1000}
+         for n, t, o in (("A", "FusedMatMul", ["a1", "a2"]), ("X", "QuickGelu", None),
+                         ("branch_mm", "MatMul", ["if"]), ("Y", "Frobnicate", None))]
+    )  # fmt: skip
+    executed = OP_COSTS.from_rows(
+        [{"node_name": n, "op_type": t, "cost_model": "gemm", "flops": f, "bytes": b,
+          "dtype": "float32", "flops_known": True}
+         for n, t, f, b in (("A", "FusedMatMul", 1100, 260), ("X", "QuickGelu", 500, 80),
+                            ("branch_mm", "MatMul", 4096, 96))]
+    )  # fmt: skip
+    got = {r["name"]: r for r in node_roofline(ops, costs, nodes, edges, None,
+                                               executed=executed).to_pylist()}  # fmt: skip
+    # A's group has a member without FLOPs: its own cost, work and traffic together
+    assert (got["A"]["flops"], got["A"]["bytes"]) == (1100, 260)
+    # X has no mapping: its own cost; the inlined If branch: its own, not the If's 0
+    assert (got["X"]["flops"], got["X"]["bytes"]) == (500, 80)
+    assert got["branch_mm"]["flops"] == 4096
+    assert got["Y"]["flops"] is None  # in neither: unknown
+    without = {r["name"]: r for r in node_roofline(ops, costs, nodes, edges, None).to_pylist()}
+    assert without["X"]["flops"] is None and without["branch_mm"]["flops"] is None
+
+
 def test_node_roofline_without_costs_or_ops() -> None:
     t = node_roofline(_ops(), None, None, None, None)
     assert all(r["flops"] is None and r["bound"] is None for r in t.to_pylist())

@@ -117,9 +117,12 @@ def test_run_writes_a_complete_bundle(
     assert ts == sorted(ts)
     gaps = [b - a for a, b in itertools.pairwise(ts)]
     assert all(0.05e9 < g < 0.5e9 for g in gaps[:-1]), gaps
-    # the kernel's exact peak RSS of the worker is known, and above any sampled value
+    # the worker's own peak RSS (its VmHWM) is known, and above any sampled value; aaco's
+    # own peak is recorded beside it
     worker = s.summary["worker"] if s.summary else None
-    assert worker and worker["max_rss_bytes"] >= max(ev.column("proc_rss_bytes").to_pylist())
+    assert worker and worker["max_rss_source"] == "worker"
+    assert worker["max_rss_bytes"] >= max(ev.column("proc_rss_bytes").to_pylist())
+    assert s.meta["aaco_process"]["max_rss_bytes"] > 0
     assert worker["cpu_user_s"] > 0
     # files are readable by others (umask), the optimized graph is kept without its weights
     assert (b / "session.json").stat().st_mode & 0o044

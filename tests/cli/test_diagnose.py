@@ -166,3 +166,45 @@ def test_no_calibrate_leaves_the_roofline_without_ceilings(tmp_path: Path) -> No
     roof = json.loads((tmp_path / "s" / "latest" / "metrics" / "roofline.json").read_text())
     assert roof["ceilings"] is None and roof["ceilings_note"] is None
     assert not cal.exists() or list(cal.iterdir()) == []
+
+
+def test_loop_body_nodes_get_work(tmp_path: Path) -> None:
+    """ORT profiles a Loop's body nodes as their own events: each gets its work, and the
+    share of operator time with known work is whole."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi, f = helper.make_tensor_value_info, TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_in", "W"], ["mm"], "body_mm"),
+         helper.make_node("Tanh", ["mm"], ["x_out"], "body_tanh"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], "body_id")],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         vi("x_in", f, [4, 32])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("x_out", f, [4, 32])],
+    )  # fmt: skip
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["trip", "cond", "x"], ["y"], "loop", body=body)],
+        "g",
+        [vi("x", f, [4, 32])],
+        [vi("y", f, [4, 32])],
+        initializer=[numpy_helper.from_array(np.eye(32, dtype=np.float32), "W"),
+                     numpy_helper.from_array(np.array(3, np.int64), "trip"),
+                     numpy_helper.from_array(np.array(True), "cond")],
+    )  # fmt: skip
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "loop.onnx")
+    p = aaco("run", "--model", str(tmp_path / "loop.onnx"), "--iterations", "3",
+             "--profile-iterations", "2", "--report", "none",
+             "-o", str(tmp_path / "s"))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    latest = tmp_path / "s" / "latest"
+    roof = json.loads((latest / "metrics" / "roofline.json").read_text())
+    assert roof["work_coverage"]["share_known"] == 1.0
+    rows = {r["name"]: r for r in Session.load(latest).table("roofline").to_pylist()}
+    # 3 trips of a [4, 32] x [32, 32] MatMul (8192 FLOPs) and a Tanh (128 x 4)
+    assert rows["body_mm"]["flops"] == 3 * 8192 and rows["body_tanh"]["flops"] == 3 * 512
+    assert rows["loop"]["flops"] == 0

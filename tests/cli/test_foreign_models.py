@@ -94,3 +94,37 @@ def test_onnxruntime_quantized_int8_model(tmp_path: Path) -> None:
         "MatMulIntegerToFloat",
     }
     assert r["backend"]["batch"] == 8
+
+
+PADDLE_CLS = Path(__file__).parents[1] / "fixtures" / "onnx" / "paddle_ppocr_mobile_v2_cls.onnx"
+
+
+def test_paddle2onnx_dynamic_dims_hint_is_a_command_that_runs(tmp_path: Path) -> None:
+    """Paddle2ONNX writes a dynamic batch as dim_value -1 and height and width both as
+    dim_param "?": the first run says which dimensions are open and gives a command line
+    (shapes tried on the model) that runs when pasted."""
+    import shlex
+
+    root = tmp_path / "s"
+    common = ["--iterations", "5", "--profile-iterations", "2", "--report", "none"]
+    p = aaco("run", "--model", str(PADDLE_CLS), *common, "-o", str(root))
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr
+    line = p.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert "dimension 2 is not fixed by the model" in line
+    cmd = line.split("it runs with: ", 1)[1]
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["aaco", "run"] and "--shape" in argv
+    assert not any("-1" in a for a in argv)
+    again = aaco(*argv[1:])
+    assert again.returncode == 0, again.stderr
+    s = Session.load(root / "latest")
+    assert s.status == "completed"
+    shape = s.meta["run"]["inputs"][0]["shape"]
+    assert shape[:2] == [1, 3] and shape[2] > 0 and shape[3] > 0
+    # the shape the model was trained on, and a batch through its -1 leading dimension
+    ok = aaco("run", "--model", str(PADDLE_CLS), "--shape", "x=-1x3x48x192", "--batch", "2",
+              *common, "-o", str(root))  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert Session.load(root / "latest").meta["run"]["inputs"][0]["shape"] == [2, 3, 48, 192]

@@ -177,6 +177,7 @@ def test_args_become_columns(hand_made: Path) -> None:
         "node_index": 4,
         "start_ns": 3_000_000,
         "dur_ns": 10_000,
+        "nested_ns": 0,
         "thread_id": 7,
         "input_shapes": '[{"float":[2,3,4]}]',
         "output_shapes": '[{"float":[2,3,4]}]',
@@ -635,3 +636,50 @@ def test_gzipped_profile(tmp_path: Path) -> None:
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(src.read_bytes())[:-200])
     _expect_input_error(cut, "truncated")
+
+
+def test_subgraph_nodes_are_not_counted_twice(tmp_path: Path) -> None:
+    """ORT profiles the nodes of an If body inside the If node's own time: the If row keeps
+    its own time in dur_ns, its body's time goes to nested_ns, so the rows add up to the
+    run once (a real ONNX Runtime profile of a real If model)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import GraphProto, TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])
+
+    def branch(op: str) -> GraphProto:
+        nodes = [helper.make_node("MatMul", ["x", "x"], ["m"], name=f"{op}_mm"),
+                 helper.make_node(op, ["m"], ["out"], name=f"{op}_act")]  # fmt: skip
+        return helper.make_graph(nodes, op, [], [helper.make_tensor_value_info("out", 1, None)])
+
+    node = helper.make_node(
+        "If", ["c"], ["y"], name="cond", then_branch=branch("Relu"), else_branch=branch("Tanh")
+    )
+    m = helper.make_model(helper.make_graph([node], "g", [x, c], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)], ir_version=9)  # fmt: skip
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "p")
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = {"x": np.ones((64, 64), np.float32), "c": np.array(True)}
+    for _ in range(3):
+        sess.run(None, feeds)
+    prof = parse_ort_profile(Path(sess.end_profiling()))
+    rows = prof.ops.to_pylist()
+    ifs = [r for r in rows if r["op_type"] == "If"]
+    body = [r for r in rows if r["node_name"].startswith("Relu_")]
+    assert len(ifs) == 3 and len(body) == 6
+    for it in range(3):
+        parent = next(r for r in ifs if r["iteration"] == it)
+        children = [r for r in body if r["iteration"] == it]
+        # what was taken out of the If is exactly its body's time
+        assert parent["nested_ns"] == sum(r["dur_ns"] for r in children) > 0
+        assert all(r["nested_ns"] == 0 for r in children)
+        assert parent["start_ns"] <= min(r["start_ns"] for r in children)
+    # every nanosecond once: the nodes' time is within each run's time
+    for run in prof.runs.to_pylist():
+        assert run["node_ns"] <= run["dur_ns"]

@@ -19,6 +19,7 @@ def test_verdict_first_and_hostile_names_escaped(regress_sessions: Sessions) -> 
     hostile = copy.deepcopy(diff)
     movers = hostile["evidence"]["operators"]["top_movers"]
     movers[0]["name"] = "<script>alert(1)</script>|[bold red]x[/]"
+    movers[0]["label"] = movers[0]["name"] + " +1 fused"  # shown; the name beside it when wide
     text = render_diff_terminal(hostile, width=200)
     assert text.splitlines()[0] == diff["summary"]
     assert "[bold red]x[/]" in text  # shown as text, not taken as markup

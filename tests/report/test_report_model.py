@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from aaco.report.model import coverage_warnings
-from aaco.report.terminal import bar, display_name, fmt_bytes, fmt_ms
+from aaco.report.terminal import bar, clip, fmt_bytes, fmt_ms
 
 
 def test_coverage_warnings_explain_each_case() -> None:
@@ -87,8 +87,9 @@ def test_terminal_renders_untrusted_names_literally() -> None:
     assert "latency: unknown" in text and "batch    unknown" in text
 
 
-def test_display_name_of_fused_nodes() -> None:
-    assert display_name("conv1", None) == "conv1"
-    assert display_name("conv1", ["conv1"]) == "conv1"
-    assert display_name("r_nchwc", ["conv1", "bn1", "relu1"]) == "conv1 +2"
-    assert display_name("Abs_3", ["abs"]) == "abs"
+def test_clip_keeps_both_ends_of_a_name() -> None:
+    assert clip("/conv1/Conv +2 fused", 40) == "/conv1/Conv +2 fused"
+    label = "/layer4/layer4.0/downsample/downsample.0/Conv +1 fused"
+    short = clip(label, 40)
+    assert len(short) == 40 and short.startswith("/layer4/") and short.endswith("Conv +1 fused")
+    assert "…" in short

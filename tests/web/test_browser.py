@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.test_cli import aaco
 from tests.sessions_fixtures import HOSTILE
 
 from aaco.report.html import HtmlRenderer
@@ -154,6 +155,45 @@ def test_report_crosshair_reads_every_timeline_chart_and_zooms(
     ActionChains(browser).double_click(chart).perform()
     for s in aligned:
         assert not s.find_element(By.CSS_SELECTOR, ".plot").get_attribute("transform")
+    assert _errors(browser) == []
+
+
+def test_report_names_operators_by_original_node(browser: Any, tmp_path: Path) -> None:
+    """resnet-tiny, which ORT runs as NCHWc nodes named ``..._nchwc``: the operator chart's
+    labels are the original Convs and fit their column; hovering shows ORT's name."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    root = tmp_path / "sessions"
+    proc = aaco(
+        "run", "--model", "resnet-tiny", "--warmup", "2", "--iterations", "10",
+        "--profile-iterations", "2", "--report", "none", "-o", str(root),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    f = tmp_path / "resnet.html"
+    f.write_text(HtmlRenderer().render(Session.load(root / "latest")))
+    browser.get(f.as_uri())
+    chart = browser.find_element(By.ID, "ops-bars")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
+    labels = chart.find_elements(By.CSS_SELECTOR, "g.bar text.lbl")
+    assert any(t.text == "/conv1/Conv +2 fused" for t in labels)
+    assert not any("_nchwc" in t.text for t in labels)
+    # every label ends at the bars and starts inside the chart: none is cut off
+    left = chart.location["x"]
+    for t in labels:
+        assert t.location["x"] >= left, t.text
+    bar = next(
+        b
+        for b in chart.find_elements(By.CSS_SELECTOR, "g.bar")
+        if b.get_attribute("data-name") == "/conv1/Conv +2 fused"
+    )
+    assert bar.get_attribute("data-node") == "/relu/Relu_output_0_nchwc"
+    ActionChains(browser).move_to_element(bar.find_element(By.CSS_SELECTOR, "rect")).perform()
+    tip = browser.find_element(By.ID, "tip")
+    assert tip.is_displayed()
+    assert tip.text.startswith("/conv1/Conv +2 fused: ")
+    assert tip.text.endswith("ORT node: /relu/Relu_output_0_nchwc"), tip.text
+    _shot(browser, "report-operator-names")
     assert _errors(browser) == []
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.names import OpNames
 from aaco.analysis.ops import group_medians, per_iteration_medians
 from aaco.analysis.telemetry import cpu_contention
 
@@ -730,8 +731,13 @@ def _dedupe(missing: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def classify_ops(rows: pa.Table | None, top_n: int = 10) -> list[dict[str, Any]]:
+def classify_ops(
+    rows: pa.Table | None, top_n: int = 10, names: OpNames | None = None
+) -> list[dict[str, Any]]:
     """Per-operator verdicts for the ``top_n`` roofline rows by time.
+
+    Each names its node (``name``, as profiled) and, from ``names``, the ``label`` and
+    ``original_name`` users know it by (:mod:`aaco.analysis.names`).
 
     ``launch-bound`` when a call takes under ``MICRO_OP_NS`` (its dispatch dominates), else
     the roofline's bound (``memory-bound`` / ``compute-bound``) with confidence = the
@@ -767,6 +773,7 @@ def classify_ops(rows: pa.Table | None, top_n: int = 10) -> list[dict[str, Any]]
         out.append(
             {
                 "name": r["name"],
+                **(names or OpNames()).get(r["name"]).to_json(),
                 "op_type": r["op_type"],
                 "time_share": r["time_share"],
                 "bottleneck_class": cls,

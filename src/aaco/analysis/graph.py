@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -30,13 +31,16 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.defs
+import onnx.numpy_helper
 import pyarrow as pa
-from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, TypeProto
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, TensorShapeProto, TypeProto
 
 from aaco.errors import InputError, UsageError
 from aaco.session.schema import GRAPH_EDGES, GRAPH_NODES
 
 __all__ = [
+    "DATA_PROP_MAX_ELEMS",
     "GraphInfo",
     "eliminated_original_nodes",
     "extract_graph",
@@ -48,10 +52,35 @@ __all__ = [
 
 Shape = list[int | str | None]
 
-# Initializers larger than this are handed to shape inference as typed inputs instead of
-# data: inference needs the values of small shape-like tensors (Reshape targets), never of
-# weights, and copying weights would double the memory of a model with embedded data.
+# Initializers and constants larger than this are handed to shape inference without their
+# data (see _inference_copy).
 _INFERENCE_INIT_MAX_ELEMS = 1024
+#: The longest 1-D tensor whose values shape inference's data propagation may hold.
+#: Data propagation gives inference the values of small integer tensors (a Reshape target
+#: computed by Shape -> Gather -> Concat). ONNX holds one protobuf dimension per value, about
+#: 70 B, and makes them for a 1-D tensor whose values it does not know too, each time an op
+#: with a propagation function (Add, Sub, Mul, Cast, Gather, Concat, Slice...) reads it: 8
+#: elementwise ops over a 1-D input of 32 M floats took 9 to 18 GiB and minutes. A shape has
+#: one value per dimension of a tensor, and inference never sees the values of a constant
+#: longer than _INFERENCE_INIT_MAX_ELEMS, so a longer 1-D tensor's values are never known:
+#: holding them costs memory and gives nothing. See _infer.
+DATA_PROP_MAX_ELEMS = 1024
+# The default-domain ops with a data propagation function (onnx 1.23), for an onnx whose
+# OpSchema does not say.
+_DATA_PROP_OPS = frozenset(
+    {"Add", "Cast", "Concat", "Gather", "Mul", "Shape", "Size", "Slice", "Squeeze", "Sub"}
+    | {"Unsqueeze"}
+)
+# Shape and Size propagate from their input's type, never its values.
+_TYPE_ONLY_PROPAGATION = frozenset({"Shape", "Size"})
+_CUT_PREFIX = "__aaco_cut_"
+# ONNX names the unknown dims it makes unk__0, unk__1... per inference pass.
+_GENERATED_DIM = "unk__"
+# Passes with data propagation _infer may run (each one reads more tensors directly); the
+# first without it is not counted.
+_DATA_PROP_PASSES = 4
+# meta["data_propagation"]["skipped"] names at most this many tensors.
+_SKIPPED_LISTED = 20
 _DOC_STRING_MAX = 200
 
 # ORT inserts these to change layout or device; the value is the same tensor (except a
@@ -212,7 +241,8 @@ def extract_graph(
     inference, so symbolic dims resolve and edge sizes become concrete; ``meta["inputs"]``
     keeps the declared ones. Shape inference failing (contrib ops of an ORT-optimized model,
     say) does not fail extraction: ``meta["shape_inference"]`` says ``failed: <reason>`` and
-    whatever could be inferred is used.
+    whatever could be inferred is used. Its cost does not grow with tensor sizes;
+    ``meta["data_propagation"]`` says which tensors' values it left out (see :func:`_infer`).
 
     ``original_nodes``: from ``original_map`` when given (``graph_label="optimized"``); for
     the original graph each node stands for itself. ``reference``: the original model, when
@@ -232,7 +262,7 @@ def extract_graph(
     infer_model = _inference_copy(model)
     if input_shapes:
         _apply_input_shapes(infer_model.graph, input_shapes, init_names)
-    inferred, status = _infer(infer_model)
+    inferred, status, data_prop = _infer(infer_model)
 
     types: dict[str, tuple[str | None, Shape | None]] = {}
     for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
@@ -249,22 +279,26 @@ def extract_graph(
     nodes = _nodes_table(graph, names, types, graph_label, original_map)
     edges = _edges_table(graph, names, types, init_names)
     meta = _meta(model, graph_label, names, declared, status, input_shapes)
+    meta["data_propagation"] = data_prop
     return GraphInfo(nodes=nodes, edges=edges, meta=meta)
 
 
 def _inference_copy(model: ModelProto) -> ModelProto:
-    """A copy of ``model`` for shape inference, without the data of large initializers."""
+    """A copy of ``model`` for shape inference, without the data of large tensors.
+
+    Inference needs the values of small shape-like tensors (Reshape targets), never of
+    weights, and copying weights would double the memory of a model with embedded data (and
+    inference copies the model three more times). The main graph's large initializers
+    become typed inputs; a large Constant node, or a subgraph's large initializer, becomes a
+    stand-in of the same type and shape (:func:`_stand_in`). Model-local functions are
+    inlined, so that :func:`_infer` sees every tensor their bodies make.
+    """
     src = model.graph
-    g = GraphProto(name=src.name)
-    g.node.extend(src.node)
-    g.output.extend(src.output)
-    g.value_info.extend(src.value_info)
-    g.sparse_initializer.extend(src.sparse_initializer)
+    g = _graph_copy(src, model.opset_import, top=True)
     init_names = {t.name for t in src.initializer}
     g.input.extend(vi for vi in src.input if vi.name not in init_names)
     for t in src.initializer:
-        numel = math.prod(t.dims)
-        if t.data_location != TensorProto.EXTERNAL and numel <= _INFERENCE_INIT_MAX_ELEMS:
+        if _small(t):
             g.initializer.append(t)
         else:
             g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
@@ -278,7 +312,71 @@ def _inference_copy(model: ModelProto) -> ModelProto:
     m.opset_import.extend(model.opset_import)
     m.functions.extend(model.functions)
     m.graph.CopyFrom(g)
+    if m.functions:
+        # Should the inliner fail, inference infers each call's body itself, and
+        # _cut_long_values still guards what the call reads.
+        with contextlib.suppress(Exception):
+            from onnx import inliner
+
+            m = inliner.inline_local_functions(m)
     return m
+
+
+def _small(t: TensorProto) -> bool:
+    return (
+        t.data_location != TensorProto.EXTERNAL and math.prod(t.dims) <= _INFERENCE_INIT_MAX_ELEMS
+    )
+
+
+def _graph_copy(
+    src: GraphProto, opsets: Iterable[onnx.OperatorSetIdProto], *, top: bool
+) -> GraphProto:
+    """``src`` without its large constants, subgraphs included; the main graph's inputs and
+    initializers are left to the caller."""
+    g = GraphProto(name=src.name)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    g.sparse_initializer.extend(src.sparse_initializer)
+    opset = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), 0)
+    if not top:
+        g.input.extend(src.input)
+        for t in src.initializer:
+            stand_in = None if _small(t) else _stand_in(t.name, t.data_type, t.dims, opset)
+            if stand_in is None:
+                g.initializer.append(t)
+            else:
+                g.node.append(stand_in[0])
+                g.initializer.append(stand_in[1])
+    for node in src.node:
+        value = (
+            _constant_value(node)
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+            else None
+        )
+        if value is not None and math.prod(value[1]) > _INFERENCE_INIT_MAX_ELEMS:
+            stand_in = _stand_in(node.output[0], value[0], value[1], opset)
+            if stand_in is not None:
+                g.node.append(stand_in[0])
+                g.initializer.append(stand_in[1])
+                continue
+        if not any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+            g.node.append(node)
+            continue
+        copy = g.node.add()
+        copy.input.extend(node.input)
+        copy.output.extend(node.output)
+        copy.name, copy.op_type, copy.domain = node.name, node.op_type, node.domain
+        copy.overload, copy.doc_string = node.overload, node.doc_string
+        for a in node.attribute:
+            if a.type == AttributeProto.GRAPH:
+                attr = copy.attribute.add(name=a.name, type=a.type)
+                attr.g.CopyFrom(_graph_copy(a.g, opsets, top=False))
+            elif a.type == AttributeProto.GRAPHS:
+                attr = copy.attribute.add(name=a.name, type=a.type)
+                attr.graphs.extend(_graph_copy(sub, opsets, top=False) for sub in a.graphs)
+            else:
+                copy.attribute.append(a)
+    return g
 
 
 def _apply_input_shapes(
@@ -303,16 +401,320 @@ def _apply_input_shapes(
             tt.shape.dim.add().dim_value = int(d)
 
 
-def _infer(model: ModelProto) -> tuple[ModelProto, str]:
-    """Strict inference to learn whether it worked, lenient inference for what it can give."""
+def _constant_value(node: onnx.NodeProto) -> tuple[int, list[int]] | None:
+    """(element type, dims) of a Constant node's value; None for a scalar or a reference."""
+    for a in node.attribute:
+        if a.ref_attr_name:
+            return None
+        if a.name == "value":
+            return a.t.data_type, list(a.t.dims)
+        if a.name == "sparse_value":
+            return a.sparse_tensor.values.data_type, list(a.sparse_tensor.dims)
+        if a.name == "value_floats":
+            return TensorProto.FLOAT, [len(a.floats)]
+        if a.name == "value_ints":
+            return TensorProto.INT64, [len(a.ints)]
+        if a.name == "value_strings":
+            return TensorProto.STRING, [len(a.strings)]
+    return None
+
+
+def _stand_in(
+    name: str, elem_type: int, dims: Sequence[int], opset: int
+) -> tuple[onnx.NodeProto, TensorProto] | None:
+    """A ConstantOfShape node making ``name`` with this type and shape, and its shape
+    initializer; None where the opset or the element type does not allow one (a string)."""
+    if opset < 9:
+        return None
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), "ok"
+        schema = onnx.defs.get_schema("ConstantOfShape", opset, "")
+        type_str = f"tensor({TensorProto.DataType.Name(elem_type).lower()})"
+    except (onnx.defs.SchemaError, ValueError):
+        return None
+    allowed = {
+        s for c in schema.type_constraints if c.type_param_str == "T2" for s in c.allowed_type_strs
+    }
+    if type_str not in allowed:
+        return None
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+    value = TensorProto(name="value", data_type=elem_type, dims=[1], raw_data=bytes(itemsize))
+    shape = onnx.numpy_helper.from_array(np.asarray(dims, dtype=np.int64), f"{name}__aaco_shape")
+    return onnx.helper.make_node("ConstantOfShape", [shape.name], [name], value=value), shape
+
+
+def _infer(
+    model: ModelProto, max_elems: int | None = None
+) -> tuple[ModelProto, str, dict[str, Any]]:
+    """Shape inference with data propagation whose cost does not grow with tensor sizes.
+
+    Returns the inferred model, strict inference's verdict (``ok`` or ``failed: <reason>``;
+    lenient inference gives what it can) and what data propagation did, for
+    ``meta["data_propagation"]``. A pass without data propagation (cheap: no values) gives
+    each tensor's type; the values of 1-D tensors that may be longer than ``max_elems``
+    (:data:`DATA_PROP_MAX_ELEMS`) are then hidden from the pass with data propagation by
+    :func:`_cut_long_values`, and the dims the cuts made symbolic get their values back
+    from the first pass (:func:`_restore_cuts`). A tensor cut because its length was not
+    known yet (a ConstantOfShape of a computed shape) but that the pass with data
+    propagation found short is read directly in one more pass, until none is left
+    (at most :data:`_DATA_PROP_PASSES` passes).
+    """
+    limit = DATA_PROP_MAX_ELEMS if max_elems is None else max_elems
+    try:
+        plain = onnx.shape_inference.infer_shapes(model)
     except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
         reason = _first_line(exc) or type(exc).__name__
+        return model, f"failed: {reason}", _data_prop_meta("off", limit, [])
+    first_types = _value_types(plain)
+    proven: set[str] = set()
+    failure: str | None = None
+    for _ in range(_DATA_PROP_PASSES):
+        work = ModelProto()
+        work.CopyFrom(model)
+        cuts = _cut_long_values(work, first_types, limit, proven)
+        inferred, failure = _data_prop_pass(work, plain, failure)
+        if not cuts:
+            break
+        _restore_cuts(inferred.graph, plain.graph, cuts)
+        types = _value_types(inferred)
+        short = {t for t in cuts.values() if _bounded_values(types.get(t), False, limit)}
+        if not short:
+            break
+        proven |= short
+    status = "ok" if failure is None else f"failed: {failure}"
+    mode = "guarded" if cuts else "full"
+    return inferred, status, _data_prop_meta(mode, limit, cuts.values())
+
+
+def _data_prop_pass(
+    model: ModelProto, fallback: ModelProto, failure: str | None
+) -> tuple[ModelProto, str | None]:
+    """One inference with data propagation, and why strict inference fails (None: it does not).
+
+    Strict inference, to learn whether it works, unless an earlier pass learnt it does not
+    (``failure``); then lenient inference for what it can give (``fallback`` if even that
+    raises).
+    """
+    if failure is None:
+        try:
+            return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), None
+        except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
+            failure = _first_line(exc) or type(exc).__name__
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), f"failed: {reason}"
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), failure
     except Exception:
-        return model, f"failed: {reason}"
+        return fallback, failure
+
+
+def _data_prop_meta(mode: str, limit: int, skipped: Iterable[str]) -> dict[str, Any]:
+    names = sorted(skipped)
+    return {
+        "mode": mode,
+        "max_elems": limit,
+        "skipped_count": len(names),
+        "skipped": names[:_SKIPPED_LISTED],
+    }
+
+
+def _cut_long_values(
+    model: ModelProto, types: Mapping[str, TypeProto], limit: int, proven: Iterable[str] = ()
+) -> dict[str, str]:
+    """Make the ops that propagate values read, instead of a tensor whose values could be
+    longer than ``limit``, a new input of the same type but with a symbolic length (no
+    declared type when ``types`` has none for it); returns {cut input: original tensor}.
+
+    ONNX materialises the values of a tensor an op reads (one dimension each) only for a 1-D
+    tensor of known length, an initializer or another op's propagated output. Initializers
+    here are small (:func:`_inference_copy`); an output that an op propagated is no longer
+    than what it read (a Concat: the sum), so it is safe by induction; Shape and Size read
+    only the type. What is left is cut unless its type in ``types`` (inference without data
+    propagation) or a pass with it (``proven``) rules it out: cut when 1-D with a known length
+    over ``limit``, or of a rank or length that data propagation could still learn (a graph
+    input's type is fixed, so only a known length counts there).
+    """
+    proven = set(proven)
+    graphs = list(_graphs(model.graph))
+    kept = {t.name for g in graphs for t in g.initializer} | {
+        t.values.name for g in graphs for t in g.sparse_initializer
+    }
+    fixed = {vi.name for vi in model.graph.input}
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    functions = {(f.domain, f.name) for f in model.functions}
+    cache: dict[tuple[str, str], bool] = {}
+
+    def propagates(node: onnx.NodeProto) -> bool:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        key = (domain, node.op_type)
+        if key not in cache:
+            cache[key] = (node.domain, node.op_type) in functions or _has_data_prop(
+                node.op_type, domain, opsets.get(domain)
+            )
+        return cache[key]
+
+    nodes = [n for g in graphs for n in g.node]
+    propagated = {out for n in nodes if propagates(n) for out in n.output}
+    names = {t for n in nodes for t in (*n.input, *n.output)} | set(types) | kept
+    cuts: dict[str, str] = {}
+    for node in nodes:
+        if not propagates(node) or (
+            node.domain in ("", "ai.onnx") and node.op_type in _TYPE_ONLY_PROPAGATION
+        ):
+            continue
+        for i, name in enumerate(node.input):
+            if not name or name in kept or name in propagated or name in proven:
+                continue
+            if _bounded_values(types.get(name), name in fixed, limit):
+                continue
+            if name not in cuts:
+                cut = f"{_CUT_PREFIX}{len(cuts)}"
+                while cut in names:
+                    cut += "_"
+                cuts[name] = cut
+                declared = _cut_input(cut, types.get(name))
+                if declared is not None:
+                    model.graph.input.append(declared)
+            node.input[i] = cuts[name]
+    return {cut: name for name, cut in cuts.items()}
+
+
+def _value_types(model: ModelProto) -> dict[str, TypeProto]:
+    """The declared or inferred type of every value in ``model``, subgraphs included."""
+    types: dict[str, TypeProto] = {}
+    for g in _graphs(model.graph):
+        for vi in (*g.input, *g.value_info, *g.output):
+            types.setdefault(vi.name, vi.type)
+    return types
+
+
+def _graphs(graph: GraphProto) -> Iterable[GraphProto]:
+    """``graph`` and every subgraph in it, at any depth."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == AttributeProto.GRAPH:
+                yield from _graphs(a.g)
+            elif a.type == AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from _graphs(sub)
+
+
+def _has_data_prop(op_type: str, domain: str, version: int | None) -> bool:
+    """Whether the op has a data propagation function in the opset the model imports."""
+    if version is None:
+        return False
+    try:
+        schema = onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return False
+    has = getattr(schema, "has_data_propagation_function", None)
+    if has is None:  # an onnx too old to say
+        return domain == "" and op_type in _DATA_PROP_OPS
+    return bool(has)
+
+
+def _bounded_values(tp: TypeProto | None, fixed: bool, limit: int) -> bool:
+    """Whether data propagation reading a tensor of type ``tp`` (in the pass without it) makes
+    at most ``limit`` values of it, whatever the pass with it learns."""
+    if tp is None:
+        return False
+    if tp.WhichOneof("value") != "tensor_type":
+        return True  # sequences, maps, sparse tensors: no values are made
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return fixed
+    if len(tt.shape.dim) != 1:
+        return True
+    dim = tt.shape.dim[0]
+    if dim.HasField("dim_value"):
+        return bool(dim.dim_value <= limit)
+    return fixed
+
+
+def _cut_input(name: str, tp: TypeProto | None) -> onnx.ValueInfoProto | None:
+    if tp is None:
+        return None
+    vi = onnx.ValueInfoProto(name=name)
+    vi.type.CopyFrom(tp)
+    if vi.type.WhichOneof("value") == "tensor_type" and len(vi.type.tensor_type.shape.dim) == 1:
+        dim = vi.type.tensor_type.shape.dim[0]
+        dim.Clear()
+        dim.dim_param = name
+    return vi
+
+
+def _restore_cuts(inferred: GraphProto, plain: GraphProto, cuts: Mapping[str, str]) -> None:
+    """Drop the cut inputs, and give back every dim that only the cuts hid: a dim named after
+    a cut takes the cut tensor's length, a dim unknown here takes the value ``plain`` knows.
+
+    The dim names ONNX makes up for unknown dims (``unk__<n>``) are not carried over from
+    ``plain``: each pass numbers its own, so the same name would stand for two dims.
+    """
+    kept_inputs = [vi for vi in inferred.input if vi.name not in cuts]
+    del inferred.input[:]
+    inferred.input.extend(kept_inputs)
+    before = {vi.name: vi.type for vi in (*plain.input, *plain.value_info, *plain.output)}
+    after = {vi.name: vi.type for vi in (*inferred.value_info, *inferred.output, *kept_inputs)}
+    lengths: dict[str, TensorShapeProto.Dimension] = {}
+    for cut, name in cuts.items():
+        # The cut tensor's producer still runs in this pass, and may know its length better.
+        now, then = _dims(after.get(name)), _dims(before.get(name))
+        if now is not None and len(now) == 1 and _known_here(now[0], cuts):
+            lengths[cut] = now[0]
+        elif then is not None and len(then) == 1:
+            lengths[cut] = _portable(then[0])
+        else:
+            lengths[cut] = _unknown()
+    seen: set[str] = set()
+    for vi in (*inferred.input, *inferred.value_info, *inferred.output):
+        seen.add(vi.name)
+        if vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        tt = vi.type.tensor_type
+        ref = _dims(before.get(vi.name))
+        if not tt.HasField("shape"):
+            if ref is not None:
+                tt.shape.dim.extend(_portable(d) for d in ref)
+            continue
+        if ref is not None and len(ref) != len(tt.shape.dim):
+            ref = None
+        for i, dim in enumerate(tt.shape.dim):
+            if ref is not None and ref[i].HasField("dim_value") and not dim.HasField("dim_value"):
+                dim.CopyFrom(ref[i])
+            elif dim.HasField("dim_param") and dim.dim_param in lengths:
+                dim.CopyFrom(lengths[dim.dim_param])
+    for vi in plain.value_info:
+        if vi.name not in seen:
+            added = inferred.value_info.add()
+            added.CopyFrom(vi)
+            if added.type.WhichOneof("value") == "tensor_type":
+                for dim in added.type.tensor_type.shape.dim:
+                    dim.CopyFrom(_portable(dim))
+
+
+def _known_here(dim: TensorShapeProto.Dimension, cuts: Mapping[str, str]) -> bool:
+    """A value, or a name of this pass that is not a cut's."""
+    if dim.HasField("dim_value"):
+        return True
+    return dim.HasField("dim_param") and dim.dim_param not in cuts
+
+
+def _dims(tp: TypeProto | None) -> Sequence[TensorShapeProto.Dimension] | None:
+    """The dims of a tensor type with a shape, else None."""
+    if tp is None or tp.WhichOneof("value") != "tensor_type":
+        return None
+    return list(tp.tensor_type.shape.dim) if tp.tensor_type.HasField("shape") else None
+
+
+def _portable(dim: TensorShapeProto.Dimension) -> TensorShapeProto.Dimension:
+    """``dim`` as another inference pass may use it: without a name ONNX made up."""
+    if dim.HasField("dim_param") and dim.dim_param.startswith(_GENERATED_DIM):
+        return _unknown()
+    copy = TensorShapeProto.Dimension()
+    copy.CopyFrom(dim)
+    return copy
+
+
+def _unknown() -> TensorShapeProto.Dimension:
+    return TensorShapeProto.Dimension()
 
 
 def _nodes_table(

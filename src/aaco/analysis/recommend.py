@@ -16,6 +16,10 @@ first"):
 - warmup instability: the first measured iteration's excess over the median, for the first
   request only (``gain_kind`` = ``first_request``; not counted in the Amdahl total).
 
+Operators are named by the original ONNX nodes they stand for (``label`` of
+:mod:`aaco.analysis.names`) in ``target``; ``target_nodes`` lists those operators with their
+profiled (ORT) ``name``, ``label`` and ``original_name``.
+
 Gains are capped so that their sum never exceeds the latency (Amdahl): estimates are taken
 in order of gain, then upper bounds, each clipped to what the previous ones left; the list
 is then ranked by the capped gain (first-request gains last).
@@ -31,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aaco.analysis.bottleneck import MICRO_OP_NS, Signal, profiler_scale
+from aaco.analysis.names import OpNames
 
 __all__ = ["micro_op_chains", "recommend"]
 
@@ -131,9 +136,17 @@ def recommend(
     provider: str | None,
     graph_optimization_level: str | None = None,
     top_n: int = 10,
+    names: OpNames | None = None,
 ) -> list[dict[str, Any]]:
-    """The ranked list (see the module docstring for every gain formula)."""
+    """The ranked list (see the module docstring for every gain formula); ``names`` labels
+    the operators (their profiled names without it)."""
     summary = summary or {}
+    names = names or OpNames()
+
+    def nodes(node_names: list[str]) -> list[dict[str, Any]]:
+        unique = list(dict.fromkeys(node_names))
+        return [{"name": n, **names.get(n).to_json()} for n in unique]
+
     p50_ms = (summary.get("latency_ms") or {}).get("p50")
     if not p50_ms:
         return []
@@ -164,7 +177,11 @@ def recommend(
         top = chains["chains"][:3]
         items.append(
             {
-                "target": [f"{c['first']} .. {c['last']} ({c['length']} ops)" for c in top],
+                "target": [
+                    f"{names.label(c['first'])} .. {names.label(c['last'])} ({c['length']} ops)"
+                    for c in top
+                ],
+                "target_nodes": nodes([n for c in top for n in (c["first"], c["last"])]),
                 "class": "launch-bound",
                 "action": action,
                 "evidence": [
@@ -235,12 +252,13 @@ def recommend(
                 "threads; check ORT's NCHWc / MLAS path handles these shapes"
             )
         src = "metrics/roofline.parquet"
-        targets = [r["name"] for r, _ in members[:3]]
+        targets = [names.label(r["name"]) for r, _ in members[:3]]
         if len(members) > 3:
             targets.append(f"+{len(members) - 3} more {op_type} nodes")
         items.append(
             {
                 "target": targets,
+                "target_nodes": nodes([r["name"] for r, _ in members[:3]]),
                 "class": f"{bound}-bound",
                 "action": action,
                 "evidence": [

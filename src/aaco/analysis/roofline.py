@@ -252,6 +252,7 @@ def node_roofline(
     edges: pa.Table | None,
     ceilings: CeilingsLike | None,
     gpu_ns_per_iter: Mapping[str, float] | None = None,
+    executed: pa.Table | None = None,
 ) -> pa.Table:
     """ROOFLINE rows (level ``node``) for the executed nodes of an ORT profile.
 
@@ -262,7 +263,10 @@ def node_roofline(
     A node's work is the sum of the FLOPs of the original nodes it stands for
     (``original_nodes``; itself when null), None when any of them has no formula; its
     traffic is the group's boundary traffic (:func:`group_traffic`), or the node's own
-    bytes when it is not fused. Sorted by time, longest first.
+    bytes when it is not fused. ``executed``: OP_COSTS rows of the executed nodes
+    themselves (:func:`aaco.analysis.cost.executed_node_costs`); a node's own row gives
+    what the original nodes cannot (no mapping, a member without a formula or shape), and
+    wins when the mapping is unknown. Sorted by time, longest first.
     """
     if ops is None or not ops.num_rows or "iteration" not in ops.column_names:
         return ROOFLINE.empty()
@@ -273,12 +277,18 @@ def node_roofline(
     if costs is not None and costs.num_rows:
         for r in costs.to_pylist():
             cost_by_name[r["node_name"]] = r
+    own: dict[str, dict[str, Any]] = {}
+    if executed is not None and executed.num_rows:
+        own = {r["node_name"]: r for r in executed.to_pylist()}
     originals: dict[str, list[str]] = {}
+    mapped: set[str] = set()
     for n, o in zip(
         ops.column("node_name").to_pylist(), ops.column("original_nodes").to_pylist(), strict=True
     ):
         if n not in originals:
             originals[n] = list(o) if o else [n]
+            if o:
+                mapped.add(n)
     index = GraphIndex(nodes, edges) if nodes is not None and nodes.num_rows else None
     rows = []
     for (name, op_type), (t_ns, calls) in times.items():
@@ -300,6 +310,17 @@ def node_roofline(
             elif index is not None:
                 gb, ok = group_traffic(members, index)
                 nbytes = gb * calls if ok and gb is not None else None
+        if any(c["cost_model"] == "control_flow" and c["op_type"] != op_type for c in found):
+            # a node standing for an If/Loop/Scan (a branch ORT inlined) does its branch's
+            # work, which the control-flow node's own cost (0) does not hold
+            flops = None
+        mine = own.get(name)
+        if mine is not None and (flops is None or name not in mapped):
+            if mine["flops"] is not None or flops is None:
+                flops = float(mine["flops"]) * calls if mine["flops"] is not None else None
+                dtype = mine["dtype"]
+            if mine["bytes"] is not None or nbytes is None:
+                nbytes = float(mine["bytes"]) * calls if mine["bytes"] is not None else None
         pf = ceilings.peak_flops(dtype) if ceilings is not None else None
         # the working set: what one call moves (bytes per iteration / calls per iteration)
         per_call = nbytes / calls if nbytes is not None and calls else None

@@ -521,6 +521,7 @@ class _Collector:
                 "node_index": pa.nulls(n_o, pa.int32()),
                 "start_ns": op_start,
                 "dur_ns": op_dur,
+                "nested_ns": pa.nulls(len(op_start), pa.int64()),
                 "thread_id": _nullable(o.col("tid"), pa.int64()),
                 "input_shapes": shape_arr,
                 "output_shapes": pa.nulls(n_o, pa.string()),

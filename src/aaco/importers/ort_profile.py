@@ -334,7 +334,10 @@ class _Columns:
         run_node_count = [0] * len(run_spans)
         keep: list[int] = []
         iterations: list[int] = []
-        durs = self.durs
+        # an If/Loop/Scan node's time holds its body's nodes, which have events of their own:
+        # each node keeps its own time, the nested time is recorded apart
+        nested = _nested_ns(self.starts, self.durs, self.tids)
+        durs = [d - n for d, n in zip(self.durs, nested, strict=True)]
         for i, ts in enumerate(self.starts):
             run = _enclosing_run(ts, run_starts, run_ends, max_end)
             if run < skip_runs:  # also catches -1: outside every run
@@ -359,6 +362,7 @@ class _Columns:
                 "node_index": _int_column(node_index, pa.int32()),
                 "start_ns": pick(self.starts),
                 "dur_ns": pick(durs),
+                "nested_ns": pick(nested),
                 "thread_id": pick(self.tids),
                 "input_shapes": pick(self.in_shapes),
                 "output_shapes": pick(self.out_shapes),
@@ -609,6 +613,30 @@ def _truncated(path: Path) -> InputError:
         f"{path}: truncated ONNX Runtime profile (no closing ']'; ORT writes it in "
         "end_profiling, so the profiled process probably died or never called it)"
     )
+
+
+#: ORT writes microseconds: a body node may end up to 1 µs after its parent's recorded end
+_NEST_SLACK_NS = 1_000
+
+
+def _nested_ns(starts: list[int], durs: list[int], tids: list[Any]) -> list[int]:
+    """For each node event, the summed time of the node events directly inside it on the same
+    thread (the nodes of an If/Loop/Scan body), at most its own duration; 0 for most."""
+    nested = [0] * len(starts)
+    order = sorted(range(len(starts)), key=lambda i: (str(tids[i]), starts[i], -durs[i]))
+    stack: list[int] = []
+    tid: Any = object()
+    for i in order:
+        if tids[i] != tid:
+            stack.clear()
+            tid = tids[i]
+        end = starts[i] + durs[i]
+        while stack and starts[i] >= starts[stack[-1]] + durs[stack[-1]]:
+            stack.pop()
+        if stack and end <= starts[stack[-1]] + durs[stack[-1]] + _NEST_SLACK_NS:
+            nested[stack[-1]] += durs[i]
+        stack.append(i)
+    return [min(n, d) for n, d in zip(nested, durs, strict=True)]
 
 
 def _enclosing_run(ts: int, starts: list[int], ends: list[int], max_end: list[int]) -> int:

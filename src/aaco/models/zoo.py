@@ -81,8 +81,9 @@ def zoo_memory(
 ) -> onnx.ModelProto:
     """``ops`` elementwise nodes (Add / Mul with a scalar) over a [rows, cols] tensor.
 
-    Two-dimensional on purpose: ONNX shape inference propagates the values of 1-D tensors
-    (``data_prop``), which takes seconds per million elements."""
+    Two-dimensional since a 1-D input made graph extraction hold gigabytes (ONNX's data
+    propagation; bounded since, see ``aaco.analysis.graph.DATA_PROP_MAX_ELEMS``): kept so
+    that existing baselines stay comparable."""
     check_int("rows", rows)
     check_int("cols", cols)
     check_int("ops", ops)

@@ -136,6 +136,18 @@ def baseline_history(
 
 
 # -- evidence ---------------------------------------------------------------------------------
+def _label_movers(ops: dict[str, Any] | None, baseline: Session, session: Session) -> None:
+    """Name each operator mover by its original ONNX node (``label``, ``original_name``;
+    :mod:`aaco.analysis.names`), as the session that ran it knows it."""
+    from aaco.report.model import session_op_names
+
+    if not ops:
+        return
+    na, nb = session_op_names(baseline), session_op_names(session)
+    for r in ops["top_movers"]:
+        r.update((na if r["status"] == "removed" else nb).get(r["name"]).to_json())
+
+
 def _op_times(session: Session) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
     from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
     from aaco.report.model import report_ops
@@ -268,6 +280,7 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
     kern_a, _ = _kernel_times(baseline)
     kern_b, _ = _kernel_times(session)
     ops = movers(ops_a, ops_b, top, {**kinds_a, **kinds_b}) if ops_a and ops_b else None
+    _label_movers(ops, baseline, session)
     op_types = movers(types_a, types_b, top) if types_a and types_b else None
     kernels = movers(kern_a, kern_b, top) if kern_a and kern_b else None
     if ops is None:
@@ -393,7 +406,8 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
             out.append(
                 {
                     "cause": "operator",
-                    "detail": f"{top['name']} ({top['kind'] or '?'}) {top['delta_ms']:+.3f} ms "
+                    "detail": f"{top.get('label') or top['name']} ({top['kind'] or '?'}) "
+                    f"{top['delta_ms']:+.3f} ms "
                     f"per iteration, {share:.0%} of the latency change",
                 }
             )
@@ -761,7 +775,11 @@ def _headline_evidence(evidence: dict[str, Any]) -> dict[str, Any]:
         mv = evidence.get(key)
         if mv and mv["top_movers"]:
             t = mv["top_movers"][0]
-            out[f"top_{singular}_mover"] = {"name": t["name"], "delta_ms": t["delta_ms"]}
+            out[f"top_{singular}_mover"] = {
+                "name": t["name"],
+                **({"label": t["label"]} if "label" in t else {}),
+                "delta_ms": t["delta_ms"],
+            }
             out[f"{key}_added"] = len(mv["added"])
             out[f"{key}_removed"] = len(mv["removed"])
     if evidence["bottleneck"]["changed"]:

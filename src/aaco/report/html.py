@@ -18,11 +18,12 @@ import pyarrow.compute as pc
 from markupsafe import Markup
 
 from aaco import __version__
+from aaco.analysis.names import OpNames
 from aaco.diagnose import BACKEND_OF_PROVIDER
 from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.base import Renderer
-from aaco.report.model import build_report, ceilings_lines, report_ops
+from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
 from aaco.session.bundle import Session
 
 TOP_BARS = 15
@@ -268,6 +269,8 @@ def _regression(diff: Any) -> dict[str, Any]:
         "movers": [
             {
                 "name": str(m.get("name")),
+                # movers of diffs written before labels existed are named as profiled
+                "label": str(m.get("label") or m.get("name")),
                 "status": str(m.get("status")),
                 "baseline_ms": m.get("baseline_ms"),
                 "session_ms": m.get("session_ms"),
@@ -278,8 +281,9 @@ def _regression(diff: Any) -> dict[str, Any]:
     }
 
 
-def _icicle(session: Session, report: dict[str, Any]) -> dict[str, Any] | None:
-    """model -> op type -> op -> kernel (kernels only when attributed)."""
+def _icicle(session: Session, report: dict[str, Any], names: OpNames) -> dict[str, Any] | None:
+    """model -> op type -> op -> kernel (kernels only when attributed); operators named by
+    their original ONNX node (``node``: the profiled name, on hover)."""
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return None
@@ -309,7 +313,8 @@ def _icicle(session: Session, report: dict[str, Any]) -> dict[str, Any] | None:
             ks = sorted(kernels_by_op.get(m["node_name"], []), key=lambda k: -k["value"])
             op_nodes.append(
                 {
-                    "name": m["node_name"],
+                    "name": names.label(m["node_name"]),
+                    "node": m["node_name"],
                     "value": m["ns_per_iter"] / 1e6,
                     "children": ks[:ICICLE_KERNELS],
                 }
@@ -342,6 +347,7 @@ def _flatten(prefix: str, obj: Any, out: list[tuple[str, str]]) -> None:
 def build_context(session: Session) -> dict[str, Any]:
     """Everything the template shows; charts are pre-rendered (escaped) SVG markup."""
     r = build_report(session)
+    names = session_op_names(session)
     charts: dict[str, Markup] = {}
     captions: dict[str, str] = {}
     missing: dict[str, str] = {}
@@ -361,18 +367,25 @@ def build_context(session: Session) -> dict[str, Any]:
         charts["latency_timeline"] = Markup(_latency_chart("latency-timeline", it, "latency"))
     else:
         missing["latency"] = "no timed iterations in this bundle"
+    all_ops = _all_ops(session)
     ops = [
         (
             o["name"],
             o["ms_per_iter"],
             f" ({o['op_type']}, {o['pct']:.1f} % of operator time, {o['calls']} calls)",
         )
-        for o in _all_ops(session)
+        for o in all_ops
     ]
     if ops:
+        bars = _top_with_other(ops, TOP_BARS)
         charts["ops"] = Markup(
             svg.hbar_chart(
-                "ops-bars", _top_with_other(ops, TOP_BARS), "ms/iter", "operators by time"
+                "ops-bars",
+                # ranked by profiled name (unique), shown by the original ONNX node
+                [(names.label(n), v, d) if d else (n, v, d) for n, v, d in bars],
+                "ms/iter",
+                "operators by time",
+                nodes=[n if d else None for n, _, d in bars],
             )
         )
     else:
@@ -395,11 +408,16 @@ def build_context(session: Session) -> dict[str, Any]:
         )
     else:
         missing["kernels"] = "no GPU kernel trace (aaco run --profile kernels, or aaco import)"
-    tree = _icicle(session, r)
+    tree = _icicle(session, r, names)
     if tree and tree["value"] > 0:
         charts["icicle"] = Markup(svg.icicle("icicle", tree, "ms/iter", "model, op, kernel time"))
     roof = r.get("roofline_summary") or {}
-    points = (session.json_file("metrics/roofline.json") or {}).get("points") or []
+    points = [
+        {**p, "label": names.label(str(p.get("name")))}
+        if isinstance(p, dict) and p.get("level", "node") == "node" and "label" not in p
+        else p
+        for p in (session.json_file("metrics/roofline.json") or {}).get("points") or []
+    ]
     ceil = roof.get("ceilings") or {}
     flops = ceil.get("flops_per_s")
     flops = flops if isinstance(flops, dict) else {}

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.names import OpName, OpNames, op_names
 from aaco.analysis.ops import op_aggregates
 from aaco.session.bundle import Session
 
@@ -32,7 +33,15 @@ def report_ops(ops: pa.Table) -> pa.Table:
     return ops.filter(pc.equal(outermost_ops(ops), rows))
 
 
-def _top_ops(session: Session, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def session_op_names(session: Session) -> OpNames:
+    """The names every renderer shows for the session's operators: original ONNX nodes where
+    the bundle maps ORT's nodes to them (:mod:`aaco.analysis.names`)."""
+    return op_names(session.ops(), session.table("op_costs"))
+
+
+def _top_ops(
+    session: Session, n: int, names: OpNames
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return [], []
@@ -53,6 +62,7 @@ def _top_ops(session: Session, n: int) -> tuple[list[dict[str, Any]], list[dict[
             "pct": r["pct"],
             "calls": r["calls"],
             "original_nodes": originals.get(r["node_name"]),
+            **names.get(r["node_name"]).to_json(),
         }
         for r in by_node
     ]
@@ -95,7 +105,7 @@ def _kernel_rows(table: pa.Table, key: str, n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _op_kernel_groups(session: Session, n: int) -> list[dict[str, Any]]:
+def _op_kernel_groups(session: Session, n: int, names: OpNames) -> list[dict[str, Any]]:
     groups = session.table("kernel_groups")
     if groups is None or groups.num_rows == 0:
         return []
@@ -112,6 +122,7 @@ def _op_kernel_groups(session: Session, n: int) -> list[dict[str, Any]]:
             "cpu_ms": _ms(r["cpu_time_ns"]),
             "launch_overhead_ms": _ms(r["launch_overhead_ns"]),
             "top_kernel": r["top_kernel"],
+            **names.get(r["op_name"] or "").to_json(),
         }
         for r in rows
     ]
@@ -129,7 +140,9 @@ METRIC_KEYS = (
 )
 
 
-def kernel_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
+def kernel_section(
+    session: Session, top_n: int = TOP_N, names: OpNames | None = None
+) -> dict[str, Any]:
     """Kernel-level keys of the report; empty lists / nulls when the bundle has no trace."""
     from aaco.analysis.timeline import kernel_summary
     from aaco.ingest import ATTRIBUTION_SUMMARY_FILE, DERIVED_METRICS_FILE
@@ -149,7 +162,9 @@ def kernel_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "idle_breakdown": derived.get("idle_breakdown"),
         "launch_stats": derived.get("launch_stats"),
         "attribution": session.json_file(ATTRIBUTION_SUMMARY_FILE),
-        "top_op_kernels": _op_kernel_groups(session, top_n),
+        "top_op_kernels": _op_kernel_groups(
+            session, top_n, names if names is not None else session_op_names(session)
+        ),
         "trace_window": derived.get("window"),
     }
 
@@ -199,7 +214,8 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
     meta = session.meta
     summary = session.summary or {}
     model_meta = session.model_meta or {}
-    top, by_type = _top_ops(session, top_n)
+    names = session_op_names(session)
+    top, by_type = _top_ops(session, top_n, names)
     warnings = list(summary.get("warnings") or [])
     if session.status != "completed":
         err = session.error or {}
@@ -251,9 +267,10 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "top_op_types": by_type,
         "telemetry": summary.get("telemetry"),
         "worker": summary.get("worker"),
+        "aaco_process": meta.get("aaco_process"),
         "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
-        **kernel_section(session, top_n),
-        **diagnosis_section(session, top_n),
+        **kernel_section(session, top_n, names),
+        **diagnosis_section(session, top_n, names),
         "warnings": warnings,
     }
 
@@ -295,9 +312,16 @@ def ceilings_lines(summary: dict[str, Any] | None) -> tuple[str | None, list[str
     return head, notes
 
 
-def diagnosis_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
+def diagnosis_section(
+    session: Session, top_n: int = TOP_N, names: OpNames | None = None
+) -> dict[str, Any]:
     """``bottleneck``, ``roofline`` (top rows by time), ``roofline_summary`` and
-    ``recommendations`` from the bundle's diagnosis files (null / empty when absent)."""
+    ``recommendations`` from the bundle's diagnosis files (null / empty when absent).
+
+    Operator rows get ``label`` and ``original_name`` (:mod:`aaco.analysis.names`), also
+    in bundles diagnosed before the files carried them."""
+    if names is None:
+        names = session_op_names(session)
     verdict = session.json_file("metrics/bottleneck.json")
     summary = session.json_file("metrics/roofline.json")
     recs = session.json_file("metrics/recommendations.json")
@@ -316,16 +340,37 @@ def diagnosis_section(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
                 "per_op",
             )
         }
+        bottleneck["per_op"] = _name_rows(bottleneck.get("per_op"), names)
     rows: list[dict[str, Any]] = []
     table = session.table("roofline")
     if table is not None and table.num_rows:
-        rows = table.slice(0, top_n).to_pylist()
+        rows = _name_rows(table.slice(0, top_n).to_pylist(), names)
     roof = None
     if isinstance(summary, dict):
         roof = {k: v for k, v in summary.items() if k not in ("points",)}
+        if "top_headroom" in roof:
+            roof["top_headroom"] = _name_rows(roof["top_headroom"], names)
     return {
         "bottleneck": bottleneck,
         "roofline": rows,
         "roofline_summary": roof,
         "recommendations": recs if isinstance(recs, list) else [],
     }
+
+
+def _name_rows(rows: Any, names: OpNames) -> Any:
+    """Copies of ``rows`` (dicts with a string ``name``) with ``label`` and ``original_name``
+    added where they lack them; kernel rows keep their own name as label. Anything but a
+    list is returned as it is (a hand-edited file must not crash the report)."""
+    if not isinstance(rows, list):
+        return rows
+    out: list[Any] = []
+    for r in rows:
+        if isinstance(r, dict) and isinstance(r.get("name"), str) and "label" not in r:
+            node = r.get("level", "node") == "node"
+            r = {
+                **r,
+                **(names.get(r["name"]) if node else OpName(r["name"], r["name"], None)).to_json(),
+            }
+        out.append(r)
+    return out

@@ -37,6 +37,7 @@ import msgspec
 import pyarrow as pa
 
 from aaco.report.base import Renderer
+from aaco.report.model import session_op_names
 from aaco.session.bundle import Session
 
 FLOW_CAT = "op_to_kernel"
@@ -485,20 +486,36 @@ def _add_ops(b: _Builder, session: Session) -> None:
         "provider",
         "start_ns",
         "dur_ns",
+        "nested_ns",
         "thread_id",
         "process_id",
         "iteration",
         "external_id",
     )
-    for row, (src, node, op_type, prov, s, d, tid, pid, it, ext) in enumerate(
+    # ONNX Runtime's nodes are named by the original ONNX node they stand for; ORT's own
+    # name goes into the args (docs/metrics.md, "Operator names")
+    labels = {n: x for n, x in session_op_names(session).by_node.items() if x.renamed}
+    for row, (src, node, op_type, prov, s, d, nested, tid, pid, it, ext) in enumerate(
         zip(*_cols(ops, names), strict=True)
     ):
         if s is None:
             b.skip("op_without_start")
             continue
         proc = _cpu_process(b, _domain_for(b, src), pid)
-        args = _clean({"op_type": op_type, "provider": prov, "iteration": it, "external_id": ext})
-        b.add(proc, _thread_track(b, proc, tid), s, d, node, "op", args, ref=row)
+        renamed = labels.get(node)
+        args = _clean(
+            {
+                "op_type": op_type,
+                "provider": prov,
+                "iteration": it,
+                "external_id": ext,
+                "ort_node": node if renamed is not None else None,
+            }
+        )
+        name = renamed.label if renamed is not None else node
+        # the slice spans the nodes an If/Loop/Scan ran too, so they draw nested in it
+        span = d + (nested or 0)
+        b.add(proc, _thread_track(b, proc, tid), s, span, name, "op", args, ref=row)
 
 
 def _add_api_calls(b: _Builder, session: Session) -> None:

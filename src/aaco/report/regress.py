@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from aaco.regress.diff import verdict_line
-from aaco.report.terminal import fmt_ms
+from aaco.report.terminal import ORT_NAME_WIDTH, fmt_ms
 
 
 def _pct(v: float | None, digits: int = 1) -> str:
@@ -104,13 +104,18 @@ def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = F
         if not mv or not mv["top_movers"]:
             continue
         mt = Table(title=f"top {title} by change (ms per iteration)", title_justify="left")
-        for col in ("name", "status", "baseline", "session", "delta"):
-            mt.add_column(
-                col, justify="left" if col in ("name", "status") else "right", overflow="fold"
-            )
+        # operators by their original ONNX node, ORT's name beside it when wide enough
+        ort = width >= ORT_NAME_WIDTH and any(
+            r.get("label", r["name"]) != r["name"] for r in mv["top_movers"]
+        )
+        cols = ("name", *(("ORT name",) if ort else ()), "status", "baseline", "session", "delta")
+        for col in cols:
+            left = col in ("name", "ORT name", "status")
+            mt.add_column(col, justify="left" if left else "right", overflow="fold")
         for r in mv["top_movers"]:
             mt.add_row(
-                escape(r["name"]),
+                escape(r.get("label") or r["name"]),
+                *((escape(r["name"]),) if ort else ()),
                 r["status"],
                 "–" if r["baseline_ms"] is None else fmt_ms(r["baseline_ms"]),
                 "–" if r["session_ms"] is None else fmt_ms(r["session_ms"]),
@@ -166,7 +171,8 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
         if mv and mv["top_movers"]:
             lines += ["", f"| top {title} movers | status | delta ms/iter |", "|---|---|---:|"]
             for r in mv["top_movers"][:5]:
-                lines.append(f"| {_md(r['name'])} | {r['status']} | {r['delta_ms']:+.4f} |")
+                name = r.get("label") or r["name"]
+                lines.append(f"| {_md(name)} | {r['status']} | {r['delta_ms']:+.4f} |")
     lines.append("")
     for c in v["candidate_causes"]:
         lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")

@@ -95,14 +95,24 @@ def _open(chart_id: str, width: int, height: int, label: str, attrs: str = "") -
     )
 
 
+def _node_ref(label: str, node: Any) -> tuple[str, str]:
+    """The ``data-node`` attribute and hover line naming the profiled (ORT) node behind a
+    mark labelled by its original ONNX node; nothing when the two names agree."""
+    if not isinstance(node, str) or not node or node == label:
+        return "", ""
+    return f' data-node="{_e(node)}"', f"\nORT node: {_e(node)}"
+
+
 def hbar_chart(
     chart_id: str,
     rows: Sequence[tuple[str, float, str]],
     unit: str,
     label: str,
     width: int = 760,
+    nodes: Sequence[str | None] | None = None,
 ) -> str:
-    """Horizontal bars: (name, value, hover detail) in the given order."""
+    """Horizontal bars: (name, value, hover detail) in the given order; ``nodes``, one per
+    row, the profiled node behind a bar named otherwise (its ``data-node``)."""
     bar_h, gap, left, right = 18, 4, 260, 90
     height = max(1, len(rows)) * (bar_h + gap) + 10
     vmax = max((v for _, v, _ in rows), default=0.0) or 1.0
@@ -112,9 +122,10 @@ def hbar_chart(
         y = 5 + i * (bar_h + gap)
         w = max(1.0, value * scale)
         short = shorten(name)
+        node_attr, node_tip = _node_ref(name, nodes[i] if nodes and i < len(nodes) else None)
         parts.append(
-            f'<g class="bar" data-name="{_e(name)}" data-value="{value:.6g}">'
-            f"<title>{_e(name)}: {fmt(value)} {_e(unit)}{_e(detail)}</title>"
+            f'<g class="bar" data-name="{_e(name)}" data-value="{value:.6g}"{node_attr}>'
+            f"<title>{_e(name)}: {fmt(value)} {_e(unit)}{_e(detail)}{node_tip}</title>"
             f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end" class="lbl">'
             f"{_e(short)}</text>"
             f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
@@ -378,7 +389,8 @@ def roofline(
     label: str,
     levels: Sequence[tuple[str, float]] = (),
 ) -> str:
-    """Log-log roofline: points (intensity FLOP/B, achieved FLOP/s) and the ceilings.
+    """Log-log roofline: points (intensity FLOP/B, achieved FLOP/s) and the ceilings; a
+    point is named by its ``label`` when it has one (its profiled ``name`` on hover).
 
     ``levels``: (name, bytes/s) of the cache levels (the cache-aware roofline), each drawn
     as its own bandwidth roof under the compute roof, dashed; ``peak_bytes`` is DRAM's.
@@ -435,15 +447,18 @@ def roofline(
         share = p.get("time_share") or 0.0
         r = 3 + 9 * math.sqrt(max(0.0, min(1.0, share)))
         cx, cy = x(p["intensity"]), y(p["achieved_flops_per_s"])
+        name = str(p.get("label") or p.get("name"))
+        node_attr, node_tip = _node_ref(name, p.get("name"))
         level = f", data in {_e(p['memory_level'])}" if p.get("memory_level") else ""
         above = p.get("above_roof")
         parts.append(
             f'<circle class="pt{" above" if above else ""}" cx="{cx:.1f}" cy="{cy:.1f}" '
-            f'r="{r:.1f}" data-name="{_e(p.get("name"))}"><title>{_e(p.get("name"))} '
+            f'r="{r:.1f}" data-name="{_e(name)}"{node_attr}><title>{_e(name)} '
             f"({_e(p.get('op_type') or p.get('level') or '')}): "
             f"{fmt(p['intensity'])} FLOP/B, {fmt(p['achieved_flops_per_s'] / 1e9)} GFLOP/s, "
             f"{share:.1%} of time, bound {_e(p.get('bound') or 'unknown')}{level}"
-            f"{', above its roof: a calibration problem' if above else ''}</title></circle>"
+            f"{', above its roof: a calibration problem' if above else ''}{node_tip}</title>"
+            "</circle>"
         )
     for t in range(math.ceil(math.log10(x_lo)), math.floor(math.log10(x_hi)) + 1):
         parts.append(
@@ -465,7 +480,8 @@ def roofline(
 
 def icicle(chart_id: str, root: dict[str, Any], unit: str, label: str) -> str:
     """Icicle (top-down flame graph): ``{name, value, children: [...]}``, one row per level;
-    each child's width is its share of its parent's."""
+    each child's width is its share of its parent's. A cell's optional ``node`` (the
+    profiled node behind a cell named otherwise) goes into its hover text and ``data-node``."""
     width, row_h = 760, 22
     depth = _depth(root)
     height = depth * row_h + 4
@@ -479,10 +495,11 @@ def icicle(chart_id: str, root: dict[str, Any], unit: str, label: str) -> str:
         name = str(node.get("name"))
         value = node.get("value") or 0.0
         share = value / total if total else 0.0
+        node_attr, node_tip = _node_ref(name, node.get("node"))
         parts.append(
-            f'<g class="cell" data-name="{_e(name)}"><rect x="{x0:.1f}" y="{y}" width="{w:.1f}" '
-            f'height="{row_h - 2}" fill="{PALETTE[color % len(PALETTE)]}"/>'
-            f"<title>{_e(name)}: {fmt(value)} {_e(unit)} ({share:.1%})</title>"
+            f'<g class="cell" data-name="{_e(name)}"{node_attr}><rect x="{x0:.1f}" y="{y}" '
+            f'width="{w:.1f}" height="{row_h - 2}" fill="{PALETTE[color % len(PALETTE)]}"/>'
+            f"<title>{_e(name)}: {fmt(value)} {_e(unit)} ({share:.1%}){node_tip}</title>"
         )
         if w > 40:
             chars = int(w / 7)

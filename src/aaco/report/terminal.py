@@ -39,13 +39,28 @@ def fmt_bytes(v: float | None) -> str:
     return f"{v:.1f} TiB"
 
 
-def display_name(node: str, originals: list[str] | None) -> str:
-    """A fused or renamed node (``/relu/Relu_output_0_nchwc``) is shown by the first original
-    node it stands for, with the count of the others folded into it."""
-    if not originals or originals == [node]:
-        return node
-    extra = f" +{len(originals) - 1}" if len(originals) > 1 else ""
-    return f"{originals[0]}{extra}"
+#: width from which operator tables add a column with ORT's own node name
+ORT_NAME_WIDTH = 150
+
+
+def clip(name: str, limit: int) -> str:
+    """At most ``limit`` characters, the middle elided: node names differ at both ends (layer
+    path, ORT's ``_output_0_nchwc`` suffix), and the ``+N fused`` suffix must stay."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head) :]
+
+
+def _label(row: dict[str, Any], key: str = "name") -> str:
+    """A row's label (original ONNX node, docs/metrics.md "Operator names"); its name in
+    reports written before labels existed."""
+    return str(row.get("label") or row.get(key) or "?")
+
+
+def _ort_column(rows: list[dict[str, Any]], width: int, key: str = "name") -> bool:
+    """Whether a table gets the "ORT name" column: some row is renamed and the width allows."""
+    return width >= ORT_NAME_WIDTH and any(_label(x, key) != x.get(key) for x in rows)
 
 
 def bar(pct: float, width: int = BAR_WIDTH) -> str:
@@ -127,7 +142,7 @@ def _throughput_line(r: dict[str, Any]) -> Text:
     return txt
 
 
-def _top_ops(r: dict[str, Any]) -> Table | Text:
+def _top_ops(r: dict[str, Any], width: int) -> Table | Text:
     top = r["top_ops"]
     prof = r["summary"].get("profile")
     if not top:
@@ -146,7 +161,10 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
         show_edge=False,
         pad_edge=False,
     )
-    t.add_column("node (original name, +N fused)", no_wrap=True)
+    ort = _ort_column(top, width)
+    t.add_column("node (original ONNX name)", no_wrap=True)
+    if ort:
+        t.add_column("ORT name", no_wrap=True)
     t.add_column("op type")
     t.add_column("ms/iter", justify="right")
     t.add_column("share", justify="right")
@@ -157,11 +175,9 @@ def _top_ops(r: dict[str, Any]) -> Table | Text:
     top_pct = max((op["pct"] for op in top), default=0.0) or 1.0
     for op in top:
         calls = op["calls"] / n_iter if n_iter else op["calls"]
-        name = display_name(op["name"], op.get("original_nodes"))
-        if len(name) > 52:
-            name = "…" + name[-51:]
         t.add_row(
-            escape(name),
+            escape(clip(_label(op), 52)),
+            *([escape(clip(op["name"], 40))] if ort else []),
             escape(op["op_type"] or "?"),
             fmt_ms(op["ms_per_iter"]),
             f"{op['pct']:.1f}%",
@@ -204,18 +220,36 @@ def _telemetry(r: dict[str, Any]) -> Text:
         return "unknown" if v is None else format(v, fmt) + unit
 
     scope = "measured phase" if tel.get("scope") == "window" else "whole run"
-    # The kernel's exact peak (wait4) when known; the sampled maximum otherwise.
-    worker = r.get("worker") or {}
-    rss_peak = worker.get("max_rss_bytes") or tel.get("proc_rss_peak_bytes")
     return Text(
         f"telemetry  worker CPU {num(tel.get('proc_cpu_pct_mean'), '.0f', '%')}, "
         f"system CPU {num(tel.get('sys_cpu_pct_mean'), '.0f', '%')}, "
-        f"RSS peak {fmt_bytes(rss_peak)}, "
         f"ctx switches {num(tel.get('ctx_switches_per_s'), '.0f', '/s')}, "
         f"major faults {num(tel.get('major_faults_per_s'), '.1f', '/s')}, "
         f"CPU freq {num(tel.get('cpu_freq_mhz_mean'), '.0f', ' MHz')} "
         f"({tel.get('samples')} samples, {scope})"
     )
+
+
+def _memory(r: dict[str, Any]) -> Text:
+    """Peak RSS of the worker and of aaco itself, each named after its process."""
+    worker = r.get("worker") or {}
+    tel = r.get("telemetry") or {}
+    parent = (r.get("aaco_process") or {}).get("max_rss_bytes")
+    # Bundles written before max_rss_source existed hold wait4's ru_maxrss, which may be the
+    # parent's peak (see aaco.runners.rss): only the sampled maximum is the worker's there.
+    own = worker.get("max_rss_bytes") if "max_rss_source" in worker else None
+    sampled = tel.get("proc_rss_peak_bytes")
+    if own is not None:
+        txt = f"memory     worker peak RSS {fmt_bytes(own)}"
+    elif sampled is not None:
+        txt = f"memory     worker peak RSS {fmt_bytes(sampled)} (sampled)"
+    elif not worker and parent is None:
+        return Text("")
+    else:
+        txt = "memory     worker peak RSS unknown"
+    if parent is not None:
+        txt += f", aaco (parent) peak RSS {fmt_bytes(parent)}"
+    return Text(txt)
 
 
 def _us(ns: float | None) -> str:
@@ -333,7 +367,7 @@ def _families(r: dict[str, Any]) -> Text:
     )
 
 
-def _op_kernels(r: dict[str, Any]) -> Table | Text:
+def _op_kernels(r: dict[str, Any], width: int) -> Table | Text:
     groups = r.get("top_op_kernels") or []
     if not groups:
         return Text("")
@@ -343,7 +377,10 @@ def _op_kernels(r: dict[str, Any]) -> Table | Text:
         show_edge=False,
         pad_edge=False,
     )
+    ort = _ort_column(groups, width, "op_name")
     t.add_column("operator", no_wrap=True)
+    if ort:
+        t.add_column("ORT name", no_wrap=True)
     t.add_column("calls", justify="right")
     t.add_column("kernels/call", justify="right")
     t.add_column("GPU ms", justify="right")
@@ -351,12 +388,12 @@ def _op_kernels(r: dict[str, Any]) -> Table | Text:
     t.add_column("launch ms", justify="right")
     t.add_column("top kernel", no_wrap=True)
     for g in groups:
-        name = g["op_name"] or "?"
         top = g.get("top_kernel") or ""
         kpc = g.get("kernels_per_call")
         ranged = g["op_calls"] == 0  # a marker range, not an operator row: no calls/CPU time
         t.add_row(
-            escape(name if len(name) <= 40 else "…" + name[-39:]),
+            escape(clip(_label(g, "op_name"), 40)),
+            *([escape(clip(g["op_name"] or "?", 40))] if ort else []),
             "-" if ranged else f"{g['op_calls']:,}",
             "unknown" if kpc is None else f"{kpc:.1f}",
             fmt_ms(g["gpu_ms"]),
@@ -389,7 +426,7 @@ def render_text(renderable: RenderableType, width: int = 110, color: bool = Fals
     return buf.getvalue()
 
 
-def _kernel_parts(r: dict[str, Any]) -> list[RenderableType]:
+def _kernel_parts(r: dict[str, Any], width: int) -> list[RenderableType]:
     if not r.get("metrics") and not r.get("top_kernels"):
         return []
     if not (r.get("metrics") or {}).get("kernel_count"):
@@ -400,7 +437,7 @@ def _kernel_parts(r: dict[str, Any]) -> list[RenderableType]:
         _top_kernels(r),
         _families(r),
         Text(""),
-        _op_kernels(r),
+        _op_kernels(r, width),
         Text(""),
     ]
 
@@ -447,7 +484,7 @@ def _bottleneck(r: dict[str, Any]) -> list[RenderableType]:
     return out
 
 
-def _roofline(r: dict[str, Any]) -> list[RenderableType]:
+def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
     summ = r.get("roofline_summary") or {}
     rows = [x for x in r.get("roofline") or [] if x.get("level") == "node"][:8]
     if not summ and not rows:
@@ -474,14 +511,18 @@ def _roofline(r: dict[str, Any]) -> list[RenderableType]:
         )
     if rows:
         t = Table(show_edge=False, pad_edge=False)
-        for col, just in (("node", "left"), ("op type", "left"), ("ms/iter", "right"),
+        ort = _ort_column(rows, width)
+        for col, just in (("node", "left"), *([("ORT name", "left")] if ort else []),
+                          ("op type", "left"), ("ms/iter", "right"),
                           ("share", "right"), ("FLOP/B", "right"), ("GFLOP/s", "right"),
                           ("GB/s", "right"), ("bound", "left"), ("eff.", "right")):  # fmt: skip
-            t.add_column(col, justify=just, no_wrap=True, max_width=40 if col == "node" else None)  # type: ignore[arg-type]
+            cap = 40 if col in ("node", "ORT name") else None
+            t.add_column(col, justify=just, no_wrap=True, max_width=cap)  # type: ignore[arg-type]
         for x in rows:
             af, ab = x.get("achieved_flops_per_s"), x.get("achieved_bytes_per_s")
             t.add_row(
-                escape(str(x["name"])[:40]),
+                escape(clip(_label(x), 40)),
+                *([escape(clip(str(x["name"]), 40))] if ort else []),
                 escape(str(x.get("op_type") or "")),
                 fmt_ms((x.get("time_ns") or 0) / 1e6),
                 _pct(x.get("time_share"), 100),
@@ -513,8 +554,8 @@ def _recommendations(r: dict[str, Any]) -> list[RenderableType]:
     return [out]
 
 
-def _diagnosis_parts(r: dict[str, Any]) -> list[RenderableType]:
-    parts = [*_bottleneck(r), *_roofline(r), *_recommendations(r)]
+def _diagnosis_parts(r: dict[str, Any], width: int) -> list[RenderableType]:
+    parts = [*_bottleneck(r), *_roofline(r, width), *_recommendations(r)]
     return [*parts, Text("")] if parts else []
 
 
@@ -525,13 +566,14 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         _latency(report),
         _throughput_line(report),
         Text(""),
-        _top_ops(report),
+        _top_ops(report, width),
         _op_types(report),
         _coverage(report),
         Text(""),
-        *_kernel_parts(report),
-        *_diagnosis_parts(report),
+        *_kernel_parts(report, width),
+        *_diagnosis_parts(report, width),
         _telemetry(report),
+        _memory(report),
         _warnings(report),
     ]
     return render_text(Group(*parts), width, color)

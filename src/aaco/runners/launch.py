@@ -15,8 +15,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from aaco.runners.rss import own_peak_rss_bytes, self_max_rss_bytes
 from aaco.runners.spec import MEASURE_FILES, WorkerFiles, WorkerResult
 from aaco.session.bundle import STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT
+
+# Linux keeps RSS in per-CPU counters that ru_maxrss and VmHWM read approximately (a few
+# pages per CPU): a worker's ru_maxrss only this far above the parent's is not told apart.
+_RSS_COUNTER_SLACK = 64 * 2**20
 
 
 @dataclass
@@ -31,7 +36,9 @@ class LaunchOutcome:
     stage: str | None
     telemetry: pa.Table | None = None
     telemetry_info: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, float] | None = None
+    # cpu_user_s, cpu_system_s, max_rss_bytes and max_rss_source (worker_peak_rss), and
+    # wait4_max_rss_bytes: ru_maxrss as wait4 gave it, which may be the parent's peak
+    usage: dict[str, Any] | None = None
 
 
 def _last_stage(bundle_dir: Path, files: WorkerFiles) -> str | None:
@@ -69,8 +76,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def _wait_with_usage(
     proc: subprocess.Popen[bytes], timeout_s: float | None
 ) -> dict[str, float] | None:
-    """Wait for the worker and return its resource usage from the kernel (``wait4``): the
-    exact peak RSS and CPU time of its whole life, which sampling cannot give."""
+    """Wait for the worker and return its resource usage from the kernel (``wait4``): the CPU
+    time of its whole life, and ``ru_maxrss``, which on Linux is the larger of the worker's
+    own peak RSS and the parent's at the ``exec`` (see :mod:`aaco.runners.rss`)."""
     if not hasattr(os, "wait4"):
         proc.wait(timeout=timeout_s)
         return None
@@ -83,7 +91,7 @@ def _wait_with_usage(
             # ru_maxrss is in KiB on Linux, bytes on macOS.
             scale = 1 if sys.platform == "darwin" else 1024
             return {
-                "max_rss_bytes": float(ru.ru_maxrss * scale),
+                "wait4_max_rss_bytes": float(ru.ru_maxrss * scale),
                 "cpu_user_s": ru.ru_utime,
                 "cpu_system_s": ru.ru_stime,
             }
@@ -91,6 +99,28 @@ def _wait_with_usage(
             raise subprocess.TimeoutExpired(proc.args, timeout_s or 0.0)
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+def worker_peak_rss(
+    own: int | None, wait4_max_rss: float | None, parent_max_rss_at_launch: int | None
+) -> tuple[int | None, str | None]:
+    """The worker's own peak RSS in bytes and where it comes from, or (None, None).
+
+    ``own``: what the worker read about itself as it ended (``worker``). Without it (the
+    worker was killed), ``wait4``'s ``ru_maxrss`` is the worker's own only when it exceeds
+    everything the parent could have passed on through ``exec``, its own peak at launch
+    (``wait4``), by more than the kernel's RSS counters may be off; otherwise it may be the
+    parent's, and the peak is unknown.
+    """
+    if own is not None:
+        return own, "worker"
+    if (
+        wait4_max_rss is not None
+        and parent_max_rss_at_launch is not None
+        and wait4_max_rss > parent_max_rss_at_launch + _RSS_COUNTER_SLACK
+    ):
+        return int(wait4_max_rss), "wait4"
+    return None, None
 
 
 def launch_worker(
@@ -122,10 +152,14 @@ def launch_worker(
             start_new_session=True,
             env=env,
         )
+        # What exec passed on to the worker is this process's own high-water mark at the
+        # time (VmHWM: its ru_maxrss may hold its own parent's), and Popen returns after the
+        # exec, so this reading bounds it; off Linux, ru_maxrss is the bound at hand.
+        parent_max_rss = own_peak_rss_bytes() or self_max_rss_bytes()
         sampler = None
         telemetry_info: dict[str, Any] = {}
         timed_out = False
-        usage: dict[str, float] | None = None
+        raw_usage: dict[str, float] | None = None
         try:
             if telemetry_hz:
                 from aaco.collectors.system import SystemSampler
@@ -133,7 +167,7 @@ def launch_worker(
                 sampler = SystemSampler(proc.pid, hz=telemetry_hz)
                 sampler.__enter__()
             try:
-                usage = _wait_with_usage(proc, timeout_s)
+                raw_usage = _wait_with_usage(proc, timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill(proc)
@@ -159,6 +193,14 @@ def launch_worker(
             result = WorkerResult.from_json(json.loads((bundle_dir / files.result).read_text()))
         except (OSError, ValueError, TypeError):
             result = None
+    usage: dict[str, Any] | None = None
+    if raw_usage is not None:
+        rss, source = worker_peak_rss(
+            result.peak_rss_bytes if result is not None else None,
+            raw_usage["wait4_max_rss_bytes"],
+            parent_max_rss,
+        )
+        usage = {**raw_usage, "max_rss_bytes": rss, "max_rss_source": source}
     stage = result.stage if result is not None else _last_stage(bundle_dir, files)
     rc = proc.returncode
     if timed_out:

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from aaco.runners.inputs import make_array
+from aaco.runners.inputs import feed_value, make_array
 from aaco.runners.preprocess import PREPROCESSORS, Preprocessed, image_input
+from aaco.runners.rss import own_peak_rss_bytes
 from aaco.runners.spec import (
     OPTIMIZED_MODEL,
     OPTIMIZED_WEIGHTS,
@@ -194,6 +195,7 @@ def run_worker(bundle_dir: Path) -> WorkerResult:
         (bundle_dir / "runtime").mkdir(parents=True, exist_ok=True)
         with (bundle_dir / "runtime" / "worker_traceback.txt").open("w") as fh:
             traceback.print_exc(file=fh)
+    result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
     atomic_write_json(bundle_dir / RESULT_FILE, result.to_json())
     return result
 
@@ -222,7 +224,7 @@ def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progr
 
     result.stage = "inputs"
     rng = np.random.default_rng(spec.seed)
-    feeds = {i.name: make_array(i, rng) for i in spec.inputs}
+    feeds = {i.name: feed_value(i, make_array(i, rng)) for i in spec.inputs}
     output_names = [o.name for o in sess.get_outputs()]
     run: Any = sess.run
     pre: Preprocessed | None = None

@@ -202,8 +202,10 @@ def run_capture_worker(bundle_dir: Path) -> WorkerResult:
         result.error = _one_line(exc)
         with (bundle_dir / "runtime" / "capture_traceback.txt").open("w") as fh:
             traceback.print_exc(file=fh)
+    from aaco.runners.rss import own_peak_rss_bytes
     from aaco.session.bundle import atomic_write_json
 
+    result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
     atomic_write_json(bundle_dir / CAPTURE_FILES.result, result.to_json())
     return result
 

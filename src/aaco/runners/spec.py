@@ -167,6 +167,9 @@ class WorkerResult:
     trace_file: str | None = None
     batch: int | None = None
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    # The worker's own peak RSS in bytes, read by the worker as it ends (VmHWM, see
+    # aaco.runners.rss); None where the system does not say, or from an older worker.
+    peak_rss_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

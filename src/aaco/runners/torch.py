@@ -39,6 +39,7 @@ from typing import Any
 
 from aaco.errors import InputError, UsageError
 from aaco.runners.ort import _one_line, _Progress, iters_table
+from aaco.runners.rss import own_peak_rss_bytes
 from aaco.runners.spec import (
     PROGRESS_FILE,
     RESULT_FILE,
@@ -348,6 +349,7 @@ def run_worker(bundle_dir: Path) -> WorkerResult:
         (bundle_dir / "runtime").mkdir(parents=True, exist_ok=True)
         with (bundle_dir / "runtime" / "worker_traceback.txt").open("w") as fh:
             traceback.print_exc(file=fh)
+    result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
     atomic_write_json(bundle_dir / RESULT_FILE, result.to_json())
     return result
 

@@ -159,7 +159,22 @@ OPS = TableSpec(
             "start on the trace's clock: relative to the start of the profile for ORT, "
             "the trace's own timestamps for imported traces (not monotonic)",
         ),
-        _c("dur_ns", _i64, "ns", "duration of the operator (ORT: of its kernel)", False),
+        _c(
+            "dur_ns",
+            _i64,
+            "ns",
+            "time of the operator itself (ORT: its kernel's time less the time of the nodes "
+            "of its If/Loop/Scan bodies, which have rows of their own: `nested_ns`)",
+            False,
+        ),
+        _c(
+            "nested_ns",
+            _i64,
+            "ns",
+            "time of the operator rows nested inside this one and left out of `dur_ns` "
+            "(ORT: the nodes its subgraphs ran); 0 when none; null when not computed "
+            "(imported traces, whose framework ops nest: see `outermost_ops`)",
+        ),
         _c("thread_id", _i64, "", "OS thread id that ran the node"),
         _c("input_shapes", _str, "", "JSON list of {dtype: shape} per input, as ORT reports"),
         _c("output_shapes", _str, "", "JSON list of {dtype: shape} per output"),
@@ -535,14 +550,16 @@ OP_COSTS = TableSpec(
             "dtype",
             _str,
             "",
-            "element type the node computes in (its first float input, else its first input)",
+            "element type the node computes in: the integer type of a quantized operator's "
+            "operands (int8/uint8), else its first float input, else its first input",
         ),
         _c(
             "cost_model",
             _str,
             "",
-            "formula family used: `conv`, `gemm`, `attention`, "
-            "`elementwise`, `reduction`, `normalization`, `softmax`, `pooling`, "
+            "formula family used: `conv`, `gemm`, `attention`, `rnn`, "
+            "`elementwise`, `reduction`, `normalization`, `softmax`, `pooling`, `resize`, "
+            "`einsum`, `sort`, `fft`, `linalg`, `tree_ensemble`, `svm`, `control_flow`, "
             "`data_movement`, `unknown`",
             False,
         ),
@@ -564,7 +581,14 @@ OP_COSTS = TableSpec(
         _c("output_bytes", _i64, "B", "bytes of outputs written"),
         _c("bytes", _i64, "B", "input + weight + output bytes; null when any is unknown"),
         _c("intensity", _f64, "FLOP/B", "flops / bytes; null when either is unknown or bytes is 0"),
-        _c("flops_known", _bool, "", "false for ops without a FLOP formula (bytes only)", False),
+        _c(
+            "flops_known",
+            _bool,
+            "",
+            "false for ops without a FLOP formula (bytes only); true for data movement "
+            "and control flow (0 FLOPs)",
+            False,
+        ),
         _c("note", _str, "", "why a value is unknown, or what the formula assumed"),
     ),
 )
