@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -374,7 +375,11 @@ def test_first_run_calibration_refused_on_a_busy_machine(
     monkeypatch.setenv("AACO_CALIBRATION_DIR", str(tmp_path))
     here = capture_environment([], [])
     busy = [r for r in _recorded() if r["phase"] == "busy"] * 100
-    got = first_run_calibration(here, "cpu", reader=ProcStatReplay(busy), this_env=here)
+
+    def measure(env: dict[str, object]) -> Any:
+        return calibrate("cpu", quick=True, env=env, reader=ProcStatReplay(busy))
+
+    got = first_run_calibration(here, "cpu", measure=measure, this_env=here)
     assert got.ceilings is None and got.stored is None and got.seconds is not None
     assert got.note.startswith("no ceilings: the quick calibration was refused, other ")
     assert "run `aaco calibrate` on a quiet machine" in got.note
@@ -397,3 +402,22 @@ def test_auto_calibration_switch() -> None:
     assert auto_calibrate_enabled({}) and auto_calibrate_enabled({"AACO_AUTO_CALIBRATE": "1"})
     for off in ("0", "false", "No", " off "):
         assert not auto_calibrate_enabled({"AACO_AUTO_CALIBRATE": off})
+
+
+def test_calibration_in_a_child_process(tmp_path: Path) -> None:
+    # the first run's calibration runs in its own process: a refusal comes back as the same
+    # BusyError (one CPU hog per CPU, at the lowest priority, makes sure of it); nothing
+    # of its arrays lands in this process
+    from aaco.collectors.calibrate import measure_in_subprocess
+
+    spin = "import os, time\nos.nice(19)\nt = time.time()\nwhile time.time() - t < 60: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+    try:
+        with pytest.raises(BusyError, match="calibration refused") as exc:
+            measure_in_subprocess("cpu", quick=True, env={"cpu": {"model": "x"}})
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert exc.value.share is not None and exc.value.share > 0.3
+    assert exc.value.detail.startswith("other processes held ")

@@ -66,6 +66,7 @@ __all__ = [
     "level_plan",
     "level_roofs",
     "llc_bytes",
+    "measure_in_subprocess",
     "measure_until_stable",
     "other_share",
     "parse_proc_stat",
@@ -859,22 +860,84 @@ class FirstRun:
     stored: Path | None = None
 
 
+def measure_in_subprocess(
+    backend: str = "cpu",
+    quick: bool = True,
+    env: Mapping[str, Any] | None = None,
+    timeout_s: float = 300.0,
+) -> Ceilings:
+    """:func:`calibrate` in a child process (``python -m aaco.collectors.calibrate``): its
+    arrays (hundreds of MiB for DRAM) and thread pools stay out of this process, whose peak
+    RSS the report gives as the aaco process's, and a crash stays the child's. Raises
+    :class:`BusyError` when the child refused, RunError when it failed."""
+    import subprocess
+    import sys
+
+    from aaco.errors import RunError
+
+    request = json.dumps({"backend": backend, "quick": quick, "env": dict(env or {})})
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "aaco.collectors.calibrate"],
+            input=request,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RunError(f"the calibration process ran past {timeout_s:.0f} s") from None
+    lines = proc.stdout.strip().splitlines()
+    try:
+        out = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        out = {}
+    if isinstance(out.get("refused"), dict):
+        r = out["refused"]
+        raise BusyError(str(r.get("message")), detail=str(r.get("detail")), share=r.get("share"))
+    if not isinstance(out.get("ceilings"), dict):
+        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RunError(f"the calibration process failed (exit {proc.returncode}): {err}")
+    return Ceilings.from_json(out["ceilings"])
+
+
+def _child() -> None:
+    """``python -m aaco.collectors.calibrate``: a request ``{"backend", "quick", "env"}`` on
+    stdin, one JSON line on stdout: ``{"ceilings": ...}`` or ``{"refused": {message,
+    detail, share}}``."""
+    import sys
+
+    req = json.loads(sys.stdin.read() or "{}")
+    env = req.get("env") or None
+    try:
+        c = calibrate(str(req.get("backend", "cpu")), bool(req.get("quick", True)), env=env)
+    except BusyError as exc:
+        out: dict[str, Any] = {
+            "refused": {"message": str(exc), "detail": exc.detail, "share": exc.share}
+        }
+    else:
+        out = {"ceilings": c.to_json()}
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
 def first_run_calibration(
     session_env: Mapping[str, Any] | None,
     backend: str = "cpu",
     *,
-    reader: CpuTimeReader | None = read_cpu_times,
+    measure: Callable[[dict[str, Any]], Ceilings] | None = None,
     this_env: dict[str, Any] | None = None,
 ) -> FirstRun:
     """A quick calibration of this machine for a session that found none (CPU only).
 
     Only when the session ran on this machine (same hardware fingerprint): another
-    machine's session cannot be judged by this one's peaks. Stored like ``aaco calibrate
-    --quick``'s when quiet; refused (not stored, no ceilings) when other processes held
-    the CPU.
+    machine's session cannot be judged by this one's peaks. Measured by ``measure`` (this
+    machine's environment in, ceilings out; default :func:`measure_in_subprocess`, quick),
+    stored like ``aaco calibrate --quick``'s when quiet; refused (not stored, no ceilings)
+    when other processes held the CPU.
     """
     from aaco.analysis.ceilings import save_calibration
     from aaco.collectors.environment import capture_environment
+    from aaco.errors import AacoError
 
     if backend != "cpu":
         return FirstRun(None, f"no ceilings: run `aaco calibrate --backend {backend}`")
@@ -885,9 +948,10 @@ def first_run_calibration(
             "no ceilings: the session ran on another machine; run `aaco calibrate` there "
             "and `aaco analyze` with its calibration folder",
         )
+    run = measure if measure is not None else (lambda e: measure_in_subprocess("cpu", True, e))
     t0 = time.perf_counter()
     try:
-        c = calibrate("cpu", quick=True, env=here, reader=reader)
+        c = run(here)
     except BusyError as exc:
         return FirstRun(
             None,
@@ -895,6 +959,8 @@ def first_run_calibration(
             "calibrate` on a quiet machine",
             time.perf_counter() - t0,
         )
+    except AacoError as exc:
+        return FirstRun(None, f"no ceilings: the quick calibration failed: {exc}")
     seconds = time.perf_counter() - t0
     path = save_calibration(c)
     return FirstRun(
@@ -904,3 +970,7 @@ def first_run_calibration(
         seconds,
         path,
     )
+
+
+if __name__ == "__main__":
+    _child()
