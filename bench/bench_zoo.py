@@ -5,9 +5,15 @@ Calibrates this machine once (``aaco calibrate``, into a temporary calibration f
 times with ``aaco run`` and compares the verdict of ``metrics/bottleneck.json`` with the
 model's ``expected_bottleneck``. Prints one line per run and the accuracy table.
 
+With ``--first-run`` nothing is calibrated beforehand: the calibration folder starts empty
+and ``aaco run`` alone measures its quick calibration on the first run (issue #14's "a
+fresh machine gets verdicts with ``aaco run`` alone"); each run's ``ceilings_note`` is
+printed when it has one.
+
 Usage::
 
     python bench/bench_zoo.py [--repeat 3] [--calibration-dir DIR] [--quick-calibration]
+    python bench/bench_zoo.py --first-run [--repeat 3]
 """
 
 from __future__ import annotations
@@ -34,16 +40,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--calibration-dir", type=Path)
     ap.add_argument("--quick-calibration", action="store_true")
+    ap.add_argument("--first-run", action="store_true", help="no calibration beforehand")
     a = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ)
         env["AACO_CALIBRATION_DIR"] = str(a.calibration_dir or Path(tmp) / "calibration")
-        t0 = time.perf_counter()
-        cal = _aaco(["calibrate", "--json"] + (["--quick"] if a.quick_calibration else []), env)
-        if cal.returncode != 0:
-            sys.exit(f"calibration failed: {cal.stderr.strip()}")
-        print(f"calibration: {time.perf_counter() - t0:.1f} s")
+        if a.first_run:
+            env["AACO_AUTO_CALIBRATE"] = "1"
+            env["AACO_CALIBRATION_DIR"] = str(Path(tmp) / "calibration")
+        else:
+            t0 = time.perf_counter()
+            args = ["calibrate", "--json"] + (["--quick"] if a.quick_calibration else [])
+            cal = _aaco(args, env)
+            if cal.returncode != 0:
+                sys.exit(f"calibration failed: {cal.stderr.strip()}")
+            print(f"calibration: {time.perf_counter() - t0:.1f} s")
         models = json.loads(_aaco(["models", "list", "--json"], env).stdout)
         zoo = [m for m in models if m.get("expected_bottleneck")]
         results: list[dict[str, Any]] = []
@@ -57,6 +69,9 @@ def main() -> None:
                                     "got": "run failed", "confidence": None})  # fmt: skip
                     continue
                 v = json.loads((out / "latest" / "metrics" / "bottleneck.json").read_text())
+                roof = json.loads((out / "latest" / "metrics" / "roofline.json").read_text())
+                if roof.get("ceilings_note"):
+                    print(f"    {m['name']} run {i}: {roof['ceilings_note']}")
                 r = {
                     "model": m["name"],
                     "expected": m["expected_bottleneck"],

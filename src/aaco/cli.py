@@ -151,6 +151,12 @@ def _parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     "resized to the model's [N,3,H,W] input) or none.",
 )
 @click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
+@click.option(
+    "--no-calibrate",
+    is_flag=True,
+    help="Without a stored calibration, leave the CPU roofline without ceilings instead of "
+    "measuring a quick one after the run (also: AACO_AUTO_CALIBRATE=0).",
+)
 @click.option("--sample-hz", type=float, default=10.0, show_default=True, help="Telemetry rate.")
 @click.option(
     "--timeout",
@@ -195,6 +201,7 @@ def run(
     profile_iterations: int,
     preprocess: str | None,
     no_telemetry: bool,
+    no_calibrate: bool,
     sample_hz: float,
     timeout: float,
     seed: int,
@@ -232,6 +239,7 @@ def run(
         compile=compile_,
         profile_mode=profile_mode,
         preprocess=preprocess,
+        auto_calibrate=False if no_calibrate else None,
     )
     for i in range(repeat):
         session = run_model(opts)
@@ -330,11 +338,17 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
     show_default=True,
     help="Report printed after the analysis.",
 )
-def analyze(session: str, sessions: Path | None, fmt: str) -> None:
+@click.option(
+    "--no-calibrate",
+    is_flag=True,
+    help="Without a stored calibration, do not measure a quick one (also: AACO_AUTO_CALIBRATE=0).",
+)
+def analyze(session: str, sessions: Path | None, fmt: str, no_calibrate: bool) -> None:
     """Recompute a bundle's roofline, bottleneck verdict and recommendations.
 
     Uses the calibration stored for this machine (aaco calibrate) or the published peaks of
-    its GPU; run it again after `aaco import` or a new calibration.
+    its GPU; for a CPU session of this machine without either, a quick calibration is
+    measured and stored first. Run it again after `aaco import` or a new calibration.
     """
     from aaco.diagnose import diagnose_bundle, write_reports
     from aaco.session.bundle import Session
@@ -343,7 +357,7 @@ def analyze(session: str, sessions: Path | None, fmt: str) -> None:
     s = Session.load(path)
     if s.status != "completed":
         raise UsageError(f"{path}: the run {s.status}; there is nothing to analyze")
-    diagnose_bundle(s.path)
+    diagnose_bundle(s.path, auto_calibrate=False if no_calibrate else None)
     write_reports(s.path)
     _print_report(Session.load(s.path), fmt)
 
@@ -358,19 +372,34 @@ def analyze(session: str, sessions: Path | None, fmt: str) -> None:
 )
 @click.option("--quick", is_flag=True, help="Small sizes and a short budget (a rough figure).")
 @click.option("--show", is_flag=True, help="List stored calibrations; measure nothing.")
-@click.option("--force", is_flag=True, help="Measure again even when one is stored.")
+@click.option("--force", is_flag=True, help="Measure again even when a good enough one is stored.")
+@click.option(
+    "--allow-busy",
+    is_flag=True,
+    help="Store a calibration even when other processes held the CPU (marked disturbed); "
+    "by default it is refused.",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-def calibrate(backend: str, quick: bool, show: bool, force: bool, as_json: bool) -> None:
+def calibrate(
+    backend: str, quick: bool, show: bool, force: bool, allow_busy: bool, as_json: bool
+) -> None:
     """Measure this machine's peak FLOP/s and memory bandwidth (roofline ceilings).
 
     Stored per hardware fingerprint and backend ($AACO_CALIBRATION_DIR, else the user data
-    folder) and used by every later session's roofline on this machine.
+    folder) and used by every later session's roofline on this machine. A stored
+    calibration is reused when it is at least as good as asked for (a full quiet one
+    always; a quiet one for --quick); a quick or disturbed one never replaces a full quiet
+    one. Other processes holding the CPU while it measures make it refuse (exit 1).
     """
     from aaco.analysis.ceilings import (
+        calibration_dir,
         hardware_fingerprint,
         list_calibrations,
         load_calibration,
         published_ceilings,
+        quality_label,
+        replaces,
+        reusable,
         save_calibration,
     )
     from aaco.collectors.calibrate import calibrate as measure
@@ -383,26 +412,35 @@ def calibrate(backend: str, quick: bool, show: bool, force: bool, as_json: bool)
         names = [str(d.get("name")) for d in (env.get("gpus") or {}).get("devices") or []]
         published = [c for c in (published_ceilings(n) for n in names) if c is not None]
         if as_json:
-            _out(json.dumps({"calibrations": [{"path": str(p), **c.to_json()}
-                                              for p, c in items],
+            _out(json.dumps({"calibrations": [{"path": str(p), "quality": quality_label(c),
+                                               **c.to_json()} for p, c in items],
                              "published": [c.to_json() for c in published]}, indent=2))  # fmt: skip
         else:
             _out(render_calibrations(items, published, width=_width()))
         return
     fp = hardware_fingerprint(env)
-    stored = None if force else load_calibration(fp, backend)
-    if stored is not None:
-        from aaco.analysis.ceilings import calibration_dir
-
-        path = calibration_dir() / f"{fp}-{backend}.json"
-        note = "reused the stored calibration for this machine (--force measures again)"
+    stored = load_calibration(fp, backend)
+    path = calibration_dir() / f"{fp}-{backend}.json"
+    saved = False
+    if stored is not None and not force and reusable(stored, quick):
         result, where = stored, path
+        note = "reused the stored calibration for this machine (--force measures again)"
     else:
-        result = measure(backend, quick=quick, env=env)
-        where = save_calibration(result)
-        note = f"measured in {result.details.get('seconds', 0):.1f} s"
+        result = measure(backend, quick=quick, env=env, allow_busy=allow_busy)
+        seconds = f"measured in {result.details.get('seconds', 0):.1f} s"
+        if stored is None or replaces(result, stored):
+            where = save_calibration(result)
+            saved = True
+            note = seconds
+        else:
+            where = path
+            note = (
+                f"{seconds} ({quality_label(result)}); not stored: the stored one is better "
+                f"({quality_label(stored)})"
+            )
     if as_json:
-        _out(json.dumps({"path": str(where), "reused": stored is not None, **result.to_json()},
+        _out(json.dumps({"path": str(where), "reused": result is stored, "stored": saved,
+                         "quality": quality_label(result), "note": note, **result.to_json()},
                         indent=2))  # fmt: skip
     else:
         _out(render_calibration(result, where, note, width=_width()))

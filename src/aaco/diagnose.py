@@ -81,11 +81,16 @@ class _Stages:
             return None
 
 
-def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
+def diagnose_bundle(
+    path: Path, ceilings: Any = None, auto_calibrate: bool | None = None
+) -> dict[str, Any]:
     """Compute and write the diagnosis files of the bundle at ``path``; return them.
 
     ``ceilings``: an :class:`aaco.analysis.ceilings.Ceilings` to use instead of the stored
-    calibration / published table (tests, what-if).
+    calibration / published table (tests, what-if). ``auto_calibrate``: when a CPU session
+    with an operator profile finds no calibration, measure a quick one on this machine
+    first (:func:`aaco.collectors.calibrate.first_run_calibration`); None follows
+    ``AACO_AUTO_CALIBRATE`` (on unless 0).
     """
     from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
     from aaco.analysis.names import OpNames, op_names
@@ -106,9 +111,17 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         if costs is not None:
             write_table(path / OP_COSTS.path, costs)
 
+    ops = session.ops()
+    ceilings_note: str | None = None
     if ceilings is None and backend is not None:
         ceilings = stages.run("ceilings", _ceilings, env, backend)
-    ops = session.ops()
+        has_work = costs is not None and costs.num_rows and ops is not None and ops.num_rows
+        if ceilings is None and backend == "cpu" and has_work and _auto(auto_calibrate):
+            from aaco.collectors.calibrate import first_run_calibration
+
+            first = stages.run("calibration", first_run_calibration, env, backend)
+            if first is not None:
+                ceilings, ceilings_note = first.ceilings, first.note
     gpu_time = _gpu_ns_per_iter(session, ops)
     executed = None
     if ops is not None and ops.num_rows:
@@ -129,6 +142,7 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
     write_table(path / ROOFLINE.path, rows)
     node_rows = rows.filter(pc.equal(rows.column("level"), "node"))
     summary_json = roofline_summary(rows, ceilings)
+    summary_json["ceilings_note"] = ceilings_note
     summary_json["kernel_counters"] = kernel_details
     if costs is not None:
         from aaco.analysis.cost import cost_summary
@@ -149,7 +163,7 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         derived=derived,
         rows=node_rows if node_rows.num_rows else rows,
         cpu_count=_cpu_count(env),
-        cache_bytes=(getattr(ceilings, "details", None) or {}).get("llc_bytes"),
+        cache_bytes=_cache_bytes(ceilings),
         kernels=kernels,
         compute_units=_compute_units(env, ceilings),
     )
@@ -180,6 +194,21 @@ def diagnose_bundle(path: Path, ceilings: Any = None) -> dict[str, Any]:
         meta["failures"] += [f for f in stages.failures if (f["stage"], f["error"]) not in known]
         atomic_write_json(path / "session.json", meta)
     return {"roofline": summary_json, "bottleneck": verdict, "recommendations": recs or []}
+
+
+def _auto(flag: bool | None) -> bool:
+    from aaco.collectors.calibrate import auto_calibrate_enabled
+
+    return auto_calibrate_enabled() if flag is None else flag
+
+
+def _cache_bytes(ceilings: Any) -> int | None:
+    """The last-level cache of a calibration without per-level roofs (written before the
+    cache-aware roofline): its cache-resident operators have no roof of their own."""
+    if ceilings is None or getattr(ceilings, "memory_levels", None):
+        return None
+    llc = (getattr(ceilings, "details", None) or {}).get("llc_bytes")
+    return int(llc) if isinstance(llc, int) else None
 
 
 def _gpu_ns_per_iter(session: Session, ops: pa.Table | None) -> dict[str, float] | None:

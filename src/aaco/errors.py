@@ -4,6 +4,7 @@ AacoError              base class, exit 1
 ├── UsageError         bad arguments, unknown names, malformed options: exit 2
 │   └── InputError     a file or folder missing, unreadable or malformed: exit 2
 ├── RunError           the workload itself failed (crash, timeout, model rejected): exit 1
+│   └── BusyError      a calibration refused: other processes held the CPU: exit 1
 └── BundleError        a session bundle is missing, incomplete or of an unknown format: exit 2
 """
 
@@ -30,6 +31,19 @@ class RunError(AacoError):
     """The measured workload failed; the bundle records why."""
 
     exit_code = 1
+
+
+class BusyError(RunError):
+    """A measurement refused because other processes held the CPU while it ran.
+
+    ``detail`` says how busy (for messages that add their own advice), ``share`` is the
+    share of the machine's CPU time other processes used (0-1; None when unknown).
+    """
+
+    def __init__(self, message: str, *, detail: str = "", share: float | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail or message
+        self.share = share
 
 
 class BundleError(AacoError):

@@ -15,6 +15,7 @@ imports the kernel trace the same way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import math
 import os
@@ -89,6 +90,9 @@ class RunOptions:
     compile: bool = False  # torch only: torch.compile the module
     profile_mode: str = "ops"  # ops | kernels (GPU kernel trace)
     preprocess: str | None = None  # a host-side step inside each iteration (runners.preprocess)
+    # a CPU run without a stored calibration measures a quick one after the worker is done;
+    # None: unless AACO_AUTO_CALIBRATE=0 (collectors.calibrate.first_run_calibration)
+    auto_calibrate: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -450,7 +454,7 @@ def _run_into(
     _finish(writer, meta, outcome, spec, proto, batch, attempt)
     if rocprofv3 is not None and outcome.status == "completed":
         _capture_kernels(writer, meta, opts, rocprofv3, attempt)
-    _diagnose(writer, meta, attempt)
+    _diagnose(writer, meta, attempt, opts.auto_calibrate)
     writer.publish()
     write_reports(writer.final_path)
     session = Session.load(writer.final_path)
@@ -483,16 +487,23 @@ def _write_env(
         meta["fingerprint"] = env.get("fingerprint")
 
 
-def _diagnose(writer: BundleWriter, meta: dict[str, Any], attempt: _Attempt) -> None:
+def _diagnose(
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    attempt: _Attempt,
+    auto_calibrate: bool | None = None,
+) -> None:
     """Roofline, bottleneck verdict and recommendations, written before the bundle is
     published (a failure is recorded, the run is kept); then the aaco process's own peak RSS
-    (``aaco_process``)."""
+    (``aaco_process``). The worker has exited by now, so a first-run calibration
+    (``auto_calibrate``, in a process of its own) never measures beside the workload."""
     from aaco.diagnose import diagnose_bundle
     from aaco.runners.rss import own_peak_rss_bytes
 
     writer.write_json("session.json", meta)
     completed = meta.get("status") == "completed"
-    if completed and attempt("diagnose", diagnose_bundle, writer.path) is not None:
+    diagnose = functools.partial(diagnose_bundle, auto_calibrate=auto_calibrate)
+    if completed and attempt("diagnose", diagnose, writer.path) is not None:
         # the diagnosis records its own stage failures in session.json
         meta["failures"] = read_json(writer.path / "session.json").get("failures", [])
     # After the last analysis: the reports rendered from the bundle next are not counted.
@@ -862,7 +873,7 @@ def _run_torch_into(
         if result.error_type == "UsageError":
             raise UsageError(result.error)
     _finish_torch(writer, meta, outcome, spec, attempt)
-    _diagnose(writer, meta, attempt)
+    _diagnose(writer, meta, attempt, opts.auto_calibrate)
     writer.publish()
     write_reports(writer.final_path)
     session = Session.load(writer.final_path)

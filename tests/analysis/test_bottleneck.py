@@ -318,8 +318,61 @@ def test_cache_resident_data_is_not_dram_bound() -> None:
     s = gather_signals(**kw, rows=rows, cache_bytes=32 * 2**20)
     assert s["bandwidth_utilization"].value is None
     assert "fits in the last-level cache (32 MiB)" in (s["bandwidth_utilization"].missing or "")
-    # cache size unknown (a GPU's published peaks): taken as it is
-    assert gather_signals(**kw, rows=rows)["bandwidth_utilization"].value == 2.0
+    assert "this calibration has no cache roofs" in (s["bandwidth_utilization"].missing or "")
+    # cache size unknown (a GPU's published peaks): taken as it is (above its roof, though)
+    got = gather_signals(**kw, rows=rows)["bandwidth_utilization"]
+    assert got.value == 2.0
+
+
+def _mem_row(name: str, level: str | None, achieved: float, peak: float, share: float,
+             above: bool | None = False) -> dict[str, Any]:  # fmt: skip
+    return {"level": "node", "name": name, "op_type": "Add", "calls_per_iter": 1.0,
+            "time_ns": 1000.0 * share, "time_share": share, "bytes": 2.0**20,
+            "bound": "memory", "achieved_bytes_per_s": achieved, "peak_bytes_per_s": peak,
+            "efficiency": achieved / peak, "memory_level": level, "above_roof": above}  # fmt: skip
+
+
+def test_cache_resident_data_is_judged_against_its_level() -> None:
+    # a cache-aware calibration: 1 MiB per call fits the L2, whose roof (1e11 B/s) is the
+    # row's peak; the classifier weighs it like any other (no last-level-cache exception)
+    rows = ROOFLINE.from_rows(
+        [_mem_row("a", "L2", 6e10, 1e11, 0.75), _mem_row("b", "DRAM", 1e10, 2e10, 0.25)]
+    )
+    roof = {"ceilings": {"source": "calibrated"}, "time_share_unknown": 0.0,
+            "time_share_memory_bound": 1.0, "time_share_compute_bound": 0.0}  # fmt: skip
+    kw: dict[str, Any] = {"summary": {}, "iters": None, "ops": None, "roofline": roof}
+    s = gather_signals(**kw, rows=rows, cache_bytes=32 * 2**20)
+    # time-weighted: 0.75 x 0.6 + 0.25 x 0.5
+    assert s["bandwidth_utilization"].value == pytest.approx(0.75 * 0.6 + 0.25 * 0.5)
+
+
+def test_rows_above_their_roof_are_no_evidence() -> None:
+    roof = {"ceilings": {"source": "calibrated"}, "time_share_unknown": 0.0,
+            "time_share_memory_bound": 1.0, "time_share_compute_bound": 0.0}  # fmt: skip
+    kw: dict[str, Any] = {"summary": {}, "iters": None, "ops": None, "roofline": roof}
+    # one row at 3x its roof, one at half: only the second counts
+    rows = ROOFLINE.from_rows(
+        [_mem_row("a", "L1", 3e11, 1e11, 0.5, True), _mem_row("b", "L3", 2e10, 4e10, 0.5)]
+    )
+    assert gather_signals(**kw, rows=rows)["bandwidth_utilization"].value == pytest.approx(0.5)
+    # all of them above: no evidence, and the reason says why
+    rows = ROOFLINE.from_rows([_mem_row("a", "L1", 3e11, 1e11, 1.0, True)])
+    sig = gather_signals(**kw, rows=rows)["bandwidth_utilization"]
+    assert sig.value is None and "above its bandwidth roof" in (sig.missing or "")
+    # per operator: above its roof, the efficiency is no confidence
+    (op,) = classify_ops(ROOFLINE.from_rows([{**_mem_row("a", "L1", 3e11, 1e11, 1.0, True),
+                                              "time_ns": 1e6}]))  # fmt: skip
+    assert op["bottleneck_class"] == "memory-bound" and op["confidence"] is None
+    assert {"signal": "above_roof", "value": True} in op["evidence"]
+
+
+def test_no_ceilings_reason_comes_from_the_roofline() -> None:
+    roof = {"ceilings": None, "ceilings_note": "no ceilings: the quick calibration was "
+            "refused, other processes used 80 % of the CPU"}  # fmt: skip
+    s = gather_signals(summary={}, iters=None, ops=None, roofline=roof)
+    assert s["memory_bound_time_share"].missing == roof["ceilings_note"]
+    s = gather_signals(summary={}, iters=None, ops=None, roofline={"ceilings": None})
+    assert s["memory_bound_time_share"].missing == "no ceilings: run `aaco calibrate`"
 
 
 def test_missing_signal_of_a_class_already_ruled_out_is_moot() -> None:

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from aaco.analysis.ceilings import (
     Ceilings,
+    MemoryLevel,
     hardware_fingerprint,
     list_calibrations,
     load_calibration,
     load_device_table,
     normalize_dtype,
     published_ceilings,
+    quality_label,
+    quality_rank,
+    replaces,
+    reusable,
     save_calibration,
     session_ceilings,
 )
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 ENV = {
     "cpu": {"model": "Test CPU", "architecture": "x86_64", "physical_cores": 2,
@@ -122,3 +130,63 @@ def test_store_round_trip_and_precedence(tmp_path: Path, monkeypatch: pytest.Mon
     # a damaged file is no calibration
     path.write_text("{not json")
     assert load_calibration(fp, "cpu") is None
+
+
+def _q(mode: str | None, contention: str | None, **details: object) -> Ceilings:
+    return Ceilings(device="Test CPU", source="calibrated", flops_per_s={"float32": 1e11},
+                    bytes_per_s=2e10, fingerprint="f", backend="cpu", mode=mode,
+                    contention=contention, details=dict(details))  # fmt: skip
+
+
+def test_quality_ranks_quiet_first_then_full() -> None:
+    order = [_q("full", "quiet"), _q("quick", "quiet"), _q("full", None), _q(None, None),
+             _q("quick", None), _q("full", "disturbed"), _q("quick", "disturbed")]  # fmt: skip
+    ranks = [quality_rank(c) for c in order]
+    assert ranks == sorted(ranks, reverse=True) and len(set(ranks)) == len(ranks)
+    assert quality_label(order[1]) == "quick, quiet"
+    assert quality_label(order[3]) == "unknown quality"
+
+
+def test_reuse_and_replacement_never_prefer_a_rougher_calibration() -> None:
+    full, quick = _q("full", "quiet"), _q("quick", "quiet")
+    busy_full = _q("full", "disturbed")
+    # `aaco calibrate` keeps only a full quiet one; --quick keeps any quiet one
+    assert reusable(full, quick=False) and reusable(full, quick=True)
+    assert not reusable(quick, quick=False) and reusable(quick, quick=True)
+    assert not reusable(busy_full, quick=True) and not reusable(_q(None, None), quick=True)
+    # a new one replaces an equal or worse one only
+    assert replaces(full, quick) and replaces(quick, quick) and not replaces(quick, full)
+    assert replaces(quick, busy_full) and not replaces(busy_full, quick)
+    assert replaces(busy_full, None)
+
+
+def test_a_file_from_before_quality_loads_and_ranks_by_what_it_recorded() -> None:
+    # written by the previous format on a machine 85 % busy with other processes (--quick):
+    # no mode or contention fields; details.quick and details.other_cpu_share tell
+    raw = json.loads((FIXTURES / "calibration_before_quality_busy.json").read_text())
+    assert "mode" not in raw and "contention" not in raw and "memory_levels" not in raw
+    c = Ceilings.from_json(raw)
+    assert c.mode is None and c.contention is None and c.memory_levels == ()
+    assert quality_label(c) == "quick, disturbed"
+    assert quality_rank(c) == quality_rank(_q("quick", "disturbed"))
+    # its only roof is DRAM's, and the level is unknown
+    assert c.memory_roof(1024.0) == (None, c.bytes_per_s)
+    # the same file measured quietly would rank as unknown contention
+    raw["details"]["other_cpu_share"] = 0.02
+    assert quality_label(Ceilings.from_json(raw)) == "quick, contention unknown"
+
+
+def test_memory_roof_picks_the_nearest_level_that_holds_the_working_set() -> None:
+    c = Ceilings(device="cpu", source="calibrated", flops_per_s={}, bytes_per_s=2e10,
+                 memory_levels=(MemoryLevel("L1", 65536, 3e11), MemoryLevel("L2", 2**20, 2e11),
+                                MemoryLevel("L3", 32 * 2**20, 8e10),
+                                MemoryLevel("DRAM", None, 2e10)))  # fmt: skip
+    assert c.memory_roof(0.0) == ("L1", 3e11)
+    assert c.memory_roof(65536.0) == ("L1", 3e11)  # at capacity: still fits
+    assert c.memory_roof(65537.0) == ("L2", 2e11)
+    assert c.memory_roof(32.0 * 2**20) == ("L3", 8e10)
+    assert c.memory_roof(32.0 * 2**20 + 1) == ("DRAM", 2e10)
+    assert c.memory_roof(None) == (None, 2e10)  # unknown working set: unknown level
+    # round trip through the stored JSON
+    back = Ceilings.from_json(json.loads(json.dumps(c.to_json())))
+    assert back == c

@@ -284,3 +284,77 @@ def test_attributed_gpu_time_replaces_host_launch_time() -> None:
     got = {r["name"]: r for r in t.to_pylist()}
     assert got["A"]["time_ns"] == 2000 and got["b"]["time_ns"] == 1250
     assert got["A"]["achieved_flops_per_s"] == pytest.approx(1025 / 2e-6)
+
+
+# --- the cache-aware roofline and the above-the-roof flag ---------------------------------
+
+
+def test_a_row_above_its_roof_is_flagged_past_the_tolerance() -> None:
+    # compute roof 2e12: 1 GFLOP in 0.45 ms = 2.22e12 (11 % over) is a ceiling problem;
+    # in 0.47 ms = 2.13e12 (6 % over) it is within the 10 % tolerance
+    assert row(time_ns=4.5e5, flops=1e9, nbytes=1e6)["above_roof"] is True
+    assert row(time_ns=4.7e5, flops=1e9, nbytes=1e6)["above_roof"] is False
+    # bandwidth roof 1e11: 0 FLOPs, 120 MB in 1 ms = 1.2e11 B/s (20 % over)
+    r = row(time_ns=1e6, flops=0.0, nbytes=1.2e8, op_type="Transpose")
+    assert r["above_roof"] is True and r["efficiency"] == pytest.approx(1.2)
+    # no roof: nothing to be above
+    assert (
+        row(time_ns=1e6, flops=1e9, nbytes=1e8, peak_flops=None, peak_bytes=None)["above_roof"]
+        is None
+    )
+
+
+def _levels_ceilings() -> Any:
+    from aaco.analysis.ceilings import Ceilings, MemoryLevel
+
+    # L1 holds 220 B, L2 1000 B: b (200 B per call) fits L1, A (250 B) fits L2
+    return Ceilings(device="cpu", source="calibrated", flops_per_s={"float32": 2e12},
+                    bytes_per_s=1e10, memory_levels=(MemoryLevel("L1", 220, 4e11),
+                                                     MemoryLevel("L2", 1000, 2e11),
+                                                     MemoryLevel("DRAM", None, 1e10)),
+                    mode="quick", contention="quiet")  # fmt: skip
+
+
+def test_each_node_is_judged_against_the_level_its_working_set_fits_in() -> None:
+    nodes, edges = _graph()
+    t = node_roofline(_ops(), _costs(), nodes, edges, _levels_ceilings())
+    got = {r["name"]: r for r in t.to_pylist()}
+    # A: 250 B per call -> L2 (2e11 B/s): ridge 2e12 / 2e11 = 10 FLOP/B
+    assert got["A"]["memory_level"] == "L2" and got["A"]["peak_bytes_per_s"] == 2e11
+    assert got["A"]["ridge_intensity"] == pytest.approx(10.0)
+    # b: 300 B per iteration over 1.5 calls = 200 B per call -> L1 (4e11 B/s)
+    assert got["b"]["memory_level"] == "L1" and got["b"]["peak_bytes_per_s"] == 4e11
+    # its efficiency: 300 B in 1250 ns = 2.4e8 B/s of 4e11
+    assert got["b"]["efficiency"] == pytest.approx(2.4e8 / 4e11)
+    s = roofline_summary(t, _levels_ceilings())
+    assert [lv["name"] for lv in s["ceilings"]["memory_levels"]] == ["L1", "L2", "DRAM"]
+    assert s["ceilings"]["mode"] == "quick" and s["ceilings"]["contention"] == "quiet"
+    assert s["time_share_by_memory_level"] == pytest.approx({"L2": 4000 / 5250, "L1": 1250 / 5250})
+    assert s["above_roof"]["rows"] == 0 and s["above_roof"]["message"] is None
+    # published peaks or an older calibration: no levels, DRAM's roof, level unknown
+    t = node_roofline(_ops(), _costs(), nodes, edges, FakeCeilings())
+    assert {r["memory_level"] for r in t.to_pylist()} == {None}
+    assert {r["peak_bytes_per_s"] for r in t.to_pylist()} == {1e11}
+
+
+def test_summary_flags_rows_above_their_roof_and_keeps_them_out_of_efficiency() -> None:
+    from aaco.session.schema import ROOFLINE
+
+    fine = row(name="ok", time_ns=4e6, flops=1e9, nbytes=1e7)  # efficiency 1/8
+    high = row(name="high", time_ns=4e5, flops=1e9, nbytes=1e7)  # 2.5e12 > 2e12 x 1.1
+    for r, share in ((fine, 0.9), (high, 0.1)):
+        r["time_share"] = share
+    s = roofline_summary(ROOFLINE.from_rows([fine, high]), FakeCeilings())
+    assert s["above_roof"]["rows"] == 1 and s["above_roof"]["names"] == ["high"]
+    assert s["above_roof"]["time_share"] == pytest.approx(0.1)
+    assert s["above_roof"]["message"] == (
+        "1 operator run above the measured roof: the calibration is too low — re-run "
+        "`aaco calibrate` on a quiet machine"
+    )
+    # the time-weighted efficiency is the fine row's alone
+    assert s["weighted_efficiency"] == pytest.approx(0.125)
+    published = FakeCeilings(source="published")
+    assert (
+        "above the published roof"
+        in roofline_summary(ROOFLINE.from_rows([high]), published)["above_roof"]["message"]
+    )

@@ -34,8 +34,14 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A full calibration of this machine in a folder of this module's own."""
     d = tmp_path_factory.mktemp("calibration")
     env = {"AACO_CALIBRATION_DIR": str(d)}
-    p = aaco("calibrate", "--json", env=env)
+    # --allow-busy: the shared machine is often busy; a disturbed calibration is still the
+    # machine's figure (operators above it are flagged and left out of the evidence)
+    p = aaco("calibrate", "--json", "--allow-busy", env=env)
     assert p.returncode == 0, p.stderr
+    if json.loads(p.stdout)["contention"] == "disturbed":
+        # figures measured while others held the CPU are too low: the GEMMs run above them,
+        # are flagged, and are no evidence (tests/cli/test_calibrate_cli.py tests that)
+        pytest.skip("the calibration was disturbed by other processes: no verdict to check")
     return env
 
 
@@ -72,6 +78,8 @@ def test_session_without_profile_is_unknown(tmp_path: Path) -> None:
 
 
 def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
+    from aaco.analysis.ceilings import Ceilings, MemoryLevel, hardware_fingerprint
+
     env = {"AACO_CALIBRATION_DIR": str(tmp_path / "cal")}
     sessions = tmp_path / "s"
     p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "--report", "none", "-o",
@@ -80,15 +88,28 @@ def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
     roof = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
     assert roof["ceilings"] is None  # no calibration, no GPU: no ceiling is invented
     assert _verdict(sessions)["bottleneck_class"] == "unknown"
-    costs = Session.load(sessions / "latest").table("op_costs")
+    session = Session.load(sessions / "latest")
+    costs = session.table("op_costs")
     assert costs is not None and costs.num_rows == 8  # the work is known without ceilings
-    assert aaco("calibrate", "--quick", env=env).returncode == 0
+    # a calibration for this machine, stored after the run: its float32 roof 1.25 x the
+    # fastest GEMM's achieved rate (known by construction: each runs at 80 % of it or less)
+    rows = session.table("roofline")
+    assert rows is not None
+    fastest = max(r["achieved_flops_per_s"] for r in rows.to_pylist())
+    cal = Ceilings(device="this CPU", source="calibrated", flops_per_s={"float32": 1.25 * fastest},
+                   bytes_per_s=1e10, fingerprint=hardware_fingerprint(session.env or {}),
+                   backend="cpu", memory_levels=(MemoryLevel("L3", 64 * 2**20, 1e11),
+                                                 MemoryLevel("DRAM", None, 1e10)),
+                   mode="full", contention="quiet")  # fmt: skip
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / f"{cal.fingerprint}-cpu.json").write_text(json.dumps(cal.to_json()))
     a = aaco("analyze", "--session", str(sessions / "latest"), "--format", "json", env=env)
     assert a.returncode == 0, a.stderr
     r = json.loads(a.stdout)
     assert r["roofline_summary"]["ceilings"]["source"] == "calibrated"
     assert r["bottleneck"]["bottleneck_class"] == "compute-bound"
     assert r["roofline"][0]["bound"] == "compute"
+    assert r["roofline"][0]["memory_level"] == "L3"  # 6 MiB per call fits the 64 MiB L3
     text = aaco("report", "--session", str(sessions / "latest"), env=env).stdout
     assert "Bottleneck: compute-bound" in text and "Roofline ceilings: calibrated" in text
 
@@ -100,6 +121,51 @@ def test_analyze_refuses_a_failed_run(tmp_path: Path) -> None:
     a = aaco("analyze", "--session", str(tmp_path / "latest"))
     assert a.returncode == 2 and "nothing to analyze" in a.stderr
     assert "Traceback" not in a.stderr
+
+
+def test_first_run_calibrates_or_says_why_not(tmp_path: Path) -> None:
+    # an empty calibration folder and `aaco run` alone: after the worker, a quick
+    # calibration is measured and stored (a quiet machine), or refused and said so (busy)
+    cal = tmp_path / "cal"
+    env = {"AACO_CALIBRATION_DIR": str(cal), "AACO_AUTO_CALIBRATE": "1"}
+    sessions = tmp_path / "s"
+    p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "-o", str(sessions), env=env)
+    assert p.returncode == 0, p.stderr
+    roof = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
+    note = roof["ceilings_note"]
+    files = list(cal.glob("*.json"))
+    verdict = _verdict(sessions)
+    # the report says how its ceilings were got (wrapped to the terminal's width)
+    assert " ".join(note.split()) in " ".join(p.stdout.split())
+    if roof["ceilings"] is not None:
+        assert note.startswith("quick calibration measured now, ") and len(files) == 1
+        assert "run `aaco calibrate` for a full one" in note
+        stored = json.loads(files[0].read_text())
+        assert stored["mode"] == "quick" and stored["contention"] == "quiet"
+        assert roof["ceilings"]["mode"] == "quick" and roof["ceilings"]["source"] == "calibrated"
+        assert verdict["bottleneck_class"] == "compute-bound"
+        # the next run finds it: no calibration, no note
+        p = aaco("run", "--model", "zoo-compute", "--iterations", "5", "--report", "none",
+                 "-o", str(sessions), env=env)  # fmt: skip
+        again = json.loads((sessions / "latest" / "metrics" / "roofline.json").read_text())
+        assert again["ceilings_note"] is None and again["ceilings"]["mode"] == "quick"
+    else:
+        assert note.startswith("no ceilings: the quick calibration was refused, other ")
+        assert files == []
+        assert verdict["bottleneck_class"] == "unknown"
+        reasons = {m["signal"]: m["reason"] for m in verdict["missing_evidence"]}
+        assert reasons["compute_bound_time_share"] == note
+
+
+def test_no_calibrate_leaves_the_roofline_without_ceilings(tmp_path: Path) -> None:
+    cal = tmp_path / "cal"
+    env = {"AACO_CALIBRATION_DIR": str(cal), "AACO_AUTO_CALIBRATE": "1"}
+    p = aaco("run", "--model", "zoo-latency", "--iterations", "5", "--no-calibrate",
+             "--report", "none", "-o", str(tmp_path / "s"), env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    roof = json.loads((tmp_path / "s" / "latest" / "metrics" / "roofline.json").read_text())
+    assert roof["ceilings"] is None and roof["ceilings_note"] is None
+    assert not cal.exists() or list(cal.iterdir()) == []
 
 
 def test_loop_body_nodes_get_work(tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ RULES: tuple[Rule, ...] = (
             _c("op_share_of_latency", 0.5, 0.8, 0.2),
         ),
         "most operator time is in operators below the ridge point, running close to the "
-        "memory-bandwidth roof",
+        "bandwidth roof of the memory level their data fits in",
     ),
     Rule(
         "compute-bound",
@@ -300,8 +300,9 @@ def gather_signals(
     operator profile; ``roofline``: metrics/roofline.json; ``rows``: the roofline table;
     ``derived``: metrics/derived_metrics.json of an imported or captured GPU trace;
     ``cpu_count``: logical CPUs of the machine (env.json), for the contention signal;
-    ``cache_bytes``: the last-level cache (from the calibration), so that memory-bound
-    operators whose data fits in it are not taken for DRAM-bound ones; ``kernels`` and
+    ``cache_bytes``: the last-level cache of a calibration without per-level roofs, so
+    that memory-bound operators whose data fits in it are not judged against DRAM's roof
+    (rows with a ``memory_level`` are judged against that level's); ``kernels`` and
     ``compute_units`` (the GPU's, from the device table): for the under-occupied signal.
     """
     out: list[Signal] = []
@@ -431,7 +432,9 @@ def gather_signals(
 
     r_src = "metrics/roofline.json"
     if roofline is None or not roofline.get("ceilings"):
-        why = "no ceilings: run `aaco calibrate`" if roofline is not None else "no roofline"
+        why = "no roofline"
+        if roofline is not None:
+            why = roofline.get("ceilings_note") or "no ceilings: run `aaco calibrate`"
         for n in (
             "memory_bound_time_share",
             "compute_bound_time_share",
@@ -448,12 +451,24 @@ def gather_signals(
         out.append(
             Signal("compute_bound_time_share", comp if gap is None else None, "", r_src, gap)
         )
-        bw, fl, cached = _utilization(rows, cache_bytes)
+        bw, fl, cached, above = _utilization(rows, cache_bytes)
         bw_missing = "no memory-bound operator with traffic"
+        fl_missing = "no compute-bound operator with work"
         if cached:
             bw_missing = (
                 f"the memory-bound operators' data fits in the last-level cache "
-                f"({(cache_bytes or 0) / 2**20:.0f} MiB): cache bandwidth, not DRAM's"
+                f"({(cache_bytes or 0) / 2**20:.0f} MiB) and this calibration has no cache "
+                "roofs: run `aaco calibrate --force`"
+            )
+        elif "memory" in above:
+            bw_missing = (
+                "every memory-bound operator ran above its bandwidth roof: the calibration "
+                "is too low"
+            )
+        if "compute" in above:
+            fl_missing = (
+                "every compute-bound operator ran above its compute roof: the calibration "
+                "is too low"
             )
         out.append(
             Signal(
@@ -470,7 +485,7 @@ def gather_signals(
                 fl,
                 "",
                 r_src,
-                None if fl is not None else "no compute-bound operator with work",
+                None if fl is not None else fl_missing,
             )
         )
 
@@ -542,20 +557,30 @@ def small_grid_share(
 
 def _utilization(
     rows: pa.Table | None, cache_bytes: int | None = None
-) -> tuple[float | None, float | None, bool]:
-    """Time-weighted achieved / peak bandwidth over memory-bound rows whose bytes per call
-    exceed ``cache_bytes`` (all of them when it is unknown), achieved / peak FLOP/s over
-    compute-bound rows (0-1, may exceed 1 when a ceiling is low), and whether memory-bound
-    rows were left out because their data fits in the cache."""
+) -> tuple[float | None, float | None, bool, set[str]]:
+    """Time-weighted achieved / peak bandwidth over memory-bound rows, and achieved / peak
+    FLOP/s over compute-bound rows (0-1; a ceiling a little low can push them past 1).
+
+    A memory-bound row is judged against the bandwidth of its ``memory_level`` (the
+    row's ``peak_bytes_per_s``). Rows without a level whose bytes per call fit in
+    ``cache_bytes`` (a calibration without cache roofs) are left out: DRAM's roof says
+    nothing of them. Rows ``above_roof`` are left out: their roof is wrong, not their
+    speed. Also returns whether rows were left out for the cache, and the bounds
+    (``memory``, ``compute``) that had rows left out for being above their roof.
+    """
     if rows is None or not rows.num_rows:
-        return None, None, False
+        return None, None, False, set()
     bw_num = bw_den = fl_num = fl_den = 0.0
     cached = False
+    above: set[str] = set()
     for r in rows.to_pylist():
         t = r["time_ns"] or 0.0
+        if r.get("above_roof") and r["bound"] in ("memory", "compute"):
+            above.add(r["bound"])
+            continue
         if r["bound"] == "memory" and r["achieved_bytes_per_s"] and r["peak_bytes_per_s"]:
             per_call = (r["bytes"] or 0.0) / (r["calls_per_iter"] or 1.0)
-            if cache_bytes and per_call <= cache_bytes:
+            if r.get("memory_level") is None and cache_bytes and per_call <= cache_bytes:
                 cached = True
                 continue
             bw_num += t * r["achieved_bytes_per_s"] / r["peak_bytes_per_s"]
@@ -567,6 +592,7 @@ def _utilization(
         bw_num / bw_den if bw_den else None,
         fl_num / fl_den if fl_den else None,
         cached and not bw_den,
+        {b for b in above if not (bw_den if b == "memory" else fl_den)},
     )
 
 
@@ -732,12 +758,16 @@ def classify_ops(
             {"signal": "time_per_call_us", "value": per_call / 1e3 if per_call else None},
             {"signal": "intensity", "value": r["intensity"], "threshold": r["ridge_intensity"]},
             {"signal": "efficiency", "value": r["efficiency"]},
+            {"signal": "memory_level", "value": r.get("memory_level")},
+            {"signal": "above_roof", "value": r.get("above_roof")},
         ]
         if per_call is not None and per_call < MICRO_OP_NS:
             cls, conf = "launch-bound", min(1.0, MICRO_OP_NS / per_call / 4.0)
         elif r["bound"] is not None:
             cls = f"{r['bound']}-bound"
-            conf = min(1.0, r["efficiency"]) if r["efficiency"] is not None else None
+            # above its roof, the efficiency measures the ceiling, not the operator
+            eff = None if r.get("above_roof") else r["efficiency"]
+            conf = min(1.0, eff) if eff is not None else None
         else:
             cls, conf = "unknown", None
         out.append(

@@ -6,7 +6,11 @@ of its GPU (``configs/devices.yaml``), else None: no ceiling is ever made up.
 
 Calibrations are JSON files under ``$AACO_CALIBRATION_DIR``, else the user data folder
 (``platformdirs.user_data_dir("aaco")/calibration``), one per (hardware fingerprint,
-backend).
+backend). Each records its quality: ``mode`` (``full`` or ``quick``) and ``contention``
+(``quiet`` or ``disturbed``); :func:`quality_rank` orders them so that a rough or disturbed
+calibration never replaces a full quiet one. A calibrated CPU has bandwidth roofs per
+memory level (``memory_levels``: L1, L2, L3, DRAM; the cache-aware roofline), and
+:meth:`Ceilings.memory_roof` picks the level an operator's working set fits in.
 
 Example::
 
@@ -32,6 +36,7 @@ from aaco.session.bundle import atomic_write_json
 __all__ = [
     "CALIBRATION_ENV",
     "Ceilings",
+    "MemoryLevel",
     "calibration_dir",
     "hardware_fingerprint",
     "list_calibrations",
@@ -39,6 +44,10 @@ __all__ = [
     "load_device_table",
     "normalize_dtype",
     "published_ceilings",
+    "quality_label",
+    "quality_rank",
+    "replaces",
+    "reusable",
     "save_calibration",
     "session_ceilings",
 ]
@@ -76,8 +85,96 @@ def normalize_dtype(dtype: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy and its bandwidth roof.
+
+    ``capacity_bytes``: what the level holds across the cores the workloads use (per-core
+    caches add up over the cores, a shared cache counts once per instance); None for DRAM.
+    ``bytes_per_s``: the roof (never below a farther level's: data in a nearer level is
+    never slower to reach); ``measured`` is False when the level could not be measured on
+    its own and carries the nearer level's roof (docs/metrics.md, "Ceilings and calibration").
+    """
+
+    name: str  # "L1", "L2", "L3", ..., "DRAM"
+    capacity_bytes: int | None
+    bytes_per_s: float | None
+    measured: bool = True
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> MemoryLevel:
+        cap = d.get("capacity_bytes")
+        bw = d.get("bytes_per_s")
+        return cls(
+            name=str(d["name"]),
+            capacity_bytes=int(cap) if cap else None,
+            bytes_per_s=float(bw) if bw else None,
+            measured=bool(d.get("measured", True)),
+        )
+
+
+#: calibration quality, best first (the first index of each is its rank's weight)
+_CONTENTION_ORDER = ("disturbed", None, "quiet")
+_MODE_ORDER = ("quick", None, "full")
+
+
+def quality_rank(c: Ceilings) -> tuple[int, int]:
+    """How much a stored calibration is to be trusted, larger is better: first by
+    contention (quiet, then unknown, then disturbed), then by mode (full, unknown, quick).
+
+    Files written before quality was recorded have neither field: their mode is read from
+    ``details.quick`` (recorded since the first format) and a whole-run
+    ``details.other_cpu_share`` of 10 % or more marks them disturbed; otherwise unknown.
+    """
+    mode, contention = _quality(c)
+    return (_CONTENTION_ORDER.index(contention), _MODE_ORDER.index(mode))
+
+
+def _quality(c: Ceilings) -> tuple[str | None, str | None]:
+    mode = c.mode
+    if mode is None and isinstance(c.details.get("quick"), bool):
+        mode = "quick" if c.details["quick"] else "full"
+    contention = c.contention
+    if contention is None:
+        share = c.details.get("other_cpu_share")
+        if isinstance(share, int | float) and share >= 0.10:
+            contention = "disturbed"
+    return mode, contention
+
+
+def reusable(stored: Ceilings, quick: bool) -> bool:
+    """Whether ``aaco calibrate`` may keep ``stored`` instead of measuring: a full quiet
+    calibration always; any quiet one when only ``--quick`` is asked for. A quick, disturbed
+    or unknown-quality one is measured again when a full one is asked for."""
+    contention, mode = quality_rank(stored)
+    quiet = contention == _CONTENTION_ORDER.index("quiet")
+    return quiet and (quick or mode == _MODE_ORDER.index("full"))
+
+
+def replaces(new: Ceilings, stored: Ceilings | None) -> bool:
+    """Whether a new calibration may overwrite ``stored``: when it ranks at least as high
+    (:func:`quality_rank`), so that a quick or disturbed one never replaces a full quiet
+    one."""
+    return stored is None or quality_rank(new) >= quality_rank(stored)
+
+
+def quality_label(c: Ceilings) -> str:
+    """``full, quiet``, ``quick, quiet``, ``full, disturbed``, ``unknown quality`` ..."""
+    if c.source != "calibrated":
+        return c.source
+    mode, contention = _quality(c)
+    if mode is None and contention is None:
+        return "unknown quality"
+    return f"{mode or 'unknown mode'}, {contention or 'contention unknown'}"
+
+
+@dataclass(frozen=True)
 class Ceilings:
-    """Peak FLOP/s per dtype and peak memory bandwidth of one device."""
+    """Peak FLOP/s per dtype and peak memory bandwidth of one device.
+
+    ``bytes_per_s`` is the DRAM (or HBM) roof; ``memory_levels`` (nearest first, DRAM last)
+    adds the cache roofs when they were measured. ``mode`` / ``contention``: the quality of
+    a calibration (None: unknown, e.g. files written before it was recorded).
+    """
 
     device: str
     source: str  # "calibrated" | "published"
@@ -87,6 +184,24 @@ class Ceilings:
     backend: str | None = None
     measured_utc: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    memory_levels: tuple[MemoryLevel, ...] = ()
+    mode: str | None = None  # "full" | "quick"
+    contention: str | None = None  # "quiet" | "disturbed"
+
+    def memory_roof(self, working_set: float | None) -> tuple[str | None, float | None]:
+        """(level, bandwidth roof) for an operator moving ``working_set`` bytes per call:
+        the nearest level whose capacity holds it, DRAM when none does. Without level
+        figures (published peaks, older calibrations) or a known working set: (None, the
+        DRAM roof), the level being unknown."""
+        if not self.memory_levels or working_set is None or working_set < 0:
+            return None, self.bytes_per_s
+        for lv in self.memory_levels:
+            if lv.capacity_bytes is not None and working_set <= lv.capacity_bytes:
+                return lv.name, lv.bytes_per_s
+        last = self.memory_levels[-1]
+        if last.capacity_bytes is None:
+            return last.name, last.bytes_per_s
+        return "DRAM", self.bytes_per_s
 
     def peak_flops(self, dtype: str | None) -> float | None:
         """The highest ceiling for ``dtype``: its matrix-core peak when the device has one,
@@ -110,6 +225,7 @@ class Ceilings:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Ceilings:
+        mode, contention = d.get("mode"), d.get("contention")
         return cls(
             device=str(d["device"]),
             source=str(d["source"]),
@@ -119,6 +235,9 @@ class Ceilings:
             backend=d.get("backend"),
             measured_utc=d.get("measured_utc"),
             details=dict(d.get("details") or {}),
+            memory_levels=tuple(MemoryLevel.from_json(x) for x in d.get("memory_levels") or ()),
+            mode=mode if mode in ("full", "quick") else None,
+            contention=contention if contention in ("quiet", "disturbed") else None,
         )
 
 

@@ -7,6 +7,12 @@ ceilings (:mod:`aaco.analysis.ceilings`: calibrated on this machine, else publis
 kernel, when rocprofv3 counters were imported: FLOPs and HBM / L2 / LDS bytes with the
 rocprof-compute formulas for MI200 and MI300 (docs/metrics.md, "Roofline").
 
+Cache-aware: with per-level bandwidths (a calibrated CPU), a node's bytes per call (its
+working set) pick the nearest memory level that holds them, and that level's bandwidth
+is its memory roof (``memory_level``). A row whose achieved FLOP/s or bytes/s exceeds its
+roof by more than ``ABOVE_ROOF_TOLERANCE`` is flagged ``above_roof``: the ceilings are too
+low for it, and its efficiency is no evidence.
+
 Everything unknown stays None: no ceiling, no bound; no cost, no intensity.
 
 Example::
@@ -29,6 +35,7 @@ from aaco.analysis.ops import per_iteration_medians
 from aaco.session.schema import ROOFLINE
 
 __all__ = [
+    "ABOVE_ROOF_TOLERANCE",
     "CeilingsLike",
     "GraphIndex",
     "counter_work",
@@ -55,8 +62,28 @@ class CeilingsLike(Protocol):
     def peak_flops(self, dtype: str | None) -> float | None: ...
 
 
+#: achieved above a roof by more than this (10 %) is a ceiling problem, not measurement
+#: noise: a stable calibration figure varies by < 3 % (CV of its last 5 repetitions) and a
+#: node's time is a median over the profiled iterations; 10 % is over three such CVs
+ABOVE_ROOF_TOLERANCE = 0.10
+
+
 def _pos(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) and x > 0 else None
+
+
+def _memory_roof(
+    ceilings: CeilingsLike | None, working_set: float | None
+) -> tuple[str | None, float | None]:
+    """(memory level, bandwidth roof) for a working set (bytes per call); ceilings without
+    levels (published peaks, older calibrations): (None, their DRAM roof)."""
+    if ceilings is None:
+        return None, None
+    pick = getattr(ceilings, "memory_roof", None)
+    if pick is None:
+        return None, ceilings.bytes_per_s
+    level, bw = pick(working_set)
+    return (str(level) if level is not None else None), bw
 
 
 def roofline_row(
@@ -72,8 +99,12 @@ def roofline_row(
     peak_flops: float | None,
     peak_bytes: float | None,
     source: str | None,
+    memory_level: str | None = None,
 ) -> dict[str, Any]:
-    """One ROOFLINE row from time, work and ceilings (formulas in docs/metrics.md)."""
+    """One ROOFLINE row from time, work and ceilings (formulas in docs/metrics.md).
+
+    ``peak_bytes``: the bandwidth roof of ``memory_level`` (the level the row's working set
+    fits in), or the DRAM roof when levels are unknown."""
     t_s = time_ns / 1e9 if time_ns is not None and time_ns > 0 else None
     intensity = flops / nbytes if flops is not None and nbytes else None
     ach_f = flops / t_s if flops is not None and t_s else None
@@ -91,6 +122,13 @@ def roofline_row(
         bound = "memory"
         efficiency = ach_b / pb
         headroom = max(1.0, pb / ach_b)
+    above: bool | None = None
+    if (pf and ach_f is not None) or (pb and ach_b is not None):
+        limit = 1.0 + ABOVE_ROOF_TOLERANCE
+        above = bool(
+            (pf is not None and ach_f is not None and ach_f > pf * limit)
+            or (pb is not None and ach_b is not None and ach_b > pb * limit)
+        )
     return {
         "level": level,
         "name": name,
@@ -112,6 +150,8 @@ def roofline_row(
         "efficiency": efficiency,
         "headroom": headroom,
         "ceiling_source": source if (pf or pb) else None,
+        "memory_level": memory_level if pb else None,
+        "above_roof": above,
     }
 
 
@@ -249,7 +289,6 @@ def node_roofline(
             originals[n] = list(o) if o else [n]
             if o:
                 mapped.add(n)
-    pb = ceilings.bytes_per_s if ceilings is not None else None
     index = GraphIndex(nodes, edges) if nodes is not None and nodes.num_rows else None
     rows = []
     for (name, op_type), (t_ns, calls) in times.items():
@@ -283,6 +322,9 @@ def node_roofline(
             if mine["bytes"] is not None or nbytes is None:
                 nbytes = float(mine["bytes"]) * calls if mine["bytes"] is not None else None
         pf = ceilings.peak_flops(dtype) if ceilings is not None else None
+        # the working set: what one call moves (bytes per iteration / calls per iteration)
+        per_call = nbytes / calls if nbytes is not None and calls else None
+        mem_level, pb = _memory_roof(ceilings, per_call)
         rows.append(
             roofline_row(
                 level="node",
@@ -296,6 +338,7 @@ def node_roofline(
                 peak_flops=pf,
                 peak_bytes=pb,
                 source=ceilings.source if ceilings is not None else None,
+                memory_level=mem_level,
             )
         )
     _shares(rows)
@@ -475,7 +518,23 @@ def kernel_roofline(
 
 
 _POINT_KEYS = ("level", "name", "op_type", "intensity", "achieved_flops_per_s", "time_share",
-               "bound", "efficiency")  # fmt: skip
+               "bound", "efficiency", "memory_level", "above_roof")  # fmt: skip
+
+
+def _above_message(n: int, source: str | None) -> str | None:
+    """The report's words for rows above their roof (roofline.json ``above_roof.message``)."""
+    if not n:
+        return None
+    ops = f"{n} operator{'' if n == 1 else 's'}"
+    if source == "published":
+        return (
+            f"{ops} run above the published roof: this device reaches more than its "
+            "datasheet figure for them; their efficiency is not used"
+        )
+    return (
+        f"{ops} run above the measured roof: the calibration is too low — re-run "
+        "`aaco calibrate` on a quiet machine"
+    )
 
 
 def _share_where(rows: list[dict[str, Any]], pred: Any) -> float:
@@ -494,7 +553,12 @@ def roofline_summary(
     the roof (time x (1 - 1/headroom)).
     """
     rows = table.to_pylist()
-    known_eff = [r for r in rows if r["efficiency"] is not None and r["time_share"]]
+    # a row above its roof has no meaningful efficiency: the roof, not the row, is wrong
+    known_eff = [
+        r
+        for r in rows
+        if r["efficiency"] is not None and r["time_share"] and not r.get("above_roof")
+    ]
     weight = sum(r["time_share"] for r in known_eff)
     weighted = (
         sum(r["efficiency"] * r["time_share"] for r in known_eff) / weight if weight else None
@@ -509,12 +573,30 @@ def roofline_summary(
     recoverable.sort(key=lambda x: -x["recoverable_ns"])
     ceil: dict[str, Any] | None = None
     if ceilings is not None:
+        levels = getattr(ceilings, "memory_levels", None) or ()
         ceil = {
             "device": ceilings.device,
             "source": ceilings.source,
             "bytes_per_s": ceilings.bytes_per_s,
             "flops_per_s": getattr(ceilings, "flops_per_s", None),
+            "memory_levels": [
+                {
+                    "name": lv.name,
+                    "capacity_bytes": lv.capacity_bytes,
+                    "bytes_per_s": lv.bytes_per_s,
+                    "measured": lv.measured,
+                }
+                for lv in levels
+            ],
+            "mode": getattr(ceilings, "mode", None),
+            "contention": getattr(ceilings, "contention", None),
+            "measured_utc": getattr(ceilings, "measured_utc", None),
         }
+    above = [r for r in rows if r.get("above_roof")]
+    by_level: dict[str, float] = defaultdict(float)
+    for r in rows:
+        if r.get("memory_level"):
+            by_level[r["memory_level"]] += r["time_share"] or 0.0
     return {
         "ceilings": ceil,
         "rows": len(rows),
@@ -529,4 +611,12 @@ def roofline_summary(
             if r["intensity"] is not None and r["achieved_flops_per_s"] is not None
         ],
         "top_headroom": recoverable[:top_n],
+        "time_share_by_memory_level": dict(by_level),
+        "above_roof": {
+            "rows": len(above),
+            "time_share": _share_where(rows, lambda r: bool(r.get("above_roof"))),
+            "names": [r["name"] for r in above[:top_n]],
+            "tolerance": ABOVE_ROOF_TOLERANCE,
+            "message": _above_message(len(above), ceil["source"] if ceil else None),
+        },
     }

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from aaco.analysis.ceilings import Ceilings
+from aaco.analysis.ceilings import Ceilings, quality_label
 from aaco.report.terminal import render_text
 
 __all__ = ["busy_note", "render_calibration", "render_calibrations"]
@@ -21,6 +21,8 @@ def _g(v: float | None, scale: float) -> str:
 
 def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableType]:
     head = Text(f"{c.device} ({c.backend or '?'}), {c.source} {c.measured_utc or ''}".rstrip())
+    if c.source == "calibrated":
+        head.append(f"\nquality: {quality_label(c)}")
     if path is not None:
         head.append(f"\nstored: {path}", style="dim")
     if note:
@@ -30,12 +32,19 @@ def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableTyp
         t.add_column(col, justify="left" if col == "ceiling" else "right")
     for k, v in sorted(c.flops_per_s.items()):
         t.add_row(f"{k} GFLOP/s", _g(v, 1e9))
-    t.add_row("memory GB/s", _g(c.bytes_per_s, 1e9))
+    if c.memory_levels:
+        for lv in c.memory_levels:
+            cap = f" ({lv.capacity_bytes / 1024:,.0f} KiB)" if lv.capacity_bytes else ""
+            how = "" if lv.measured else " (nearer level's)"
+            label = "memory GB/s (DRAM)" if lv.name == "DRAM" else f"{lv.name}{cap} GB/s{how}"
+            t.add_row(label, _g(lv.bytes_per_s, 1e9))
+    else:
+        t.add_row("memory GB/s", _g(c.bytes_per_s, 1e9))
     parts: list[RenderableType] = [head, t]
     ms = c.details.get("measurements") or []
     if ms:
         m = Table(title="measurements", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("benchmark", "size", "value", "CV", "repeats", "stable"):
+        for col in ("benchmark", "size", "value", "CV", "repeats", "stable", "busy"):
             m.add_column(col, justify="left" if col in ("benchmark", "size") else "right")
         for x in ms:
             scale = 1e9
@@ -47,12 +56,25 @@ def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableTyp
                 f"{100 * x['cv']:.1f}%",
                 str(x["repeats"]),
                 "yes" if x["stable"] else "no",
+                _busy(x),
             )
         parts.append(m)
     busy = busy_note(c)
     if busy:
         parts.append(Text(busy, style="yellow"))
     return parts
+
+
+def _busy(x: dict[str, object]) -> str:
+    """``3 discarded, 12%`` (repetitions disturbed by other processes, their share of the
+    CPU); ``-`` for measurements from before contention was judged per repetition."""
+    share = x.get("other_share")
+    if not isinstance(share, int | float):
+        return "-"
+    out = f"{100 * share:.0f}%"
+    if x.get("discarded"):
+        out = f"{x['discarded']} discarded, {out}"
+    return out + (" DISTURBED" if x.get("disturbed") else "")
 
 
 def busy_note(c: Ceilings, threshold: float = 0.10) -> str | None:
@@ -63,7 +85,7 @@ def busy_note(c: Ceilings, threshold: float = 0.10) -> str | None:
         return None
     return (
         f"other processes used {100 * share:.0f}% of the CPU time while measuring, so these "
-        "figures may be low; run `aaco calibrate --force` on a quiet machine"
+        "figures may be low; run `aaco calibrate` on a quiet machine"
     )
 
 

@@ -23,7 +23,7 @@ from aaco.diagnose import BACKEND_OF_PROVIDER
 from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.base import Renderer
-from aaco.report.model import build_report, report_ops, session_op_names
+from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
 from aaco.session.bundle import Session
 
 TOP_BARS = 15
@@ -423,7 +423,14 @@ def build_context(session: Session) -> dict[str, Any]:
     flops = flops if isinstance(flops, dict) else {}
     # the float32 roof, as in the terminal report (an int8 roof would flatter float ops)
     peak_f = flops.get("float32", max(flops.values(), default=None))
-    chart = svg.roofline("roofline-chart", points, peak_f, ceil.get("bytes_per_s"), "roofline")
+    levels = [
+        (str(lv.get("name")), float(lv["bytes_per_s"]))
+        for lv in ceil.get("memory_levels") or []
+        if isinstance(lv, dict) and lv.get("bytes_per_s") and lv.get("name") != "DRAM"
+    ]
+    chart = svg.roofline(
+        "roofline-chart", points, peak_f, ceil.get("bytes_per_s"), "roofline", levels
+    )
     if chart:
         charts["roofline"] = Markup(chart)
     else:
@@ -442,8 +449,11 @@ def build_context(session: Session) -> dict[str, Any]:
     derived = r.get("metrics") or {}
     lat_src = r["summary"].get("latency_ms") or {}
     lat = {k: lat_src.get(k) for k in ("mean", "std", "p50", "p90", "p99", "count")}
+    ceilings_head, ceilings_notes = ceilings_lines(r.get("roofline_summary"))
     return {
         "r": r,
+        "ceilings_head": ceilings_head,
+        "ceilings_notes": ceilings_notes,
         "lat": lat,
         "charts": charts,
         "captions": captions,

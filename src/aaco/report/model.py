@@ -275,6 +275,43 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
     }
 
 
+def _gb(v: Any) -> str:
+    return f"{v / 1e9:,.1f}" if isinstance(v, int | float) and v > 0 else "unknown"
+
+
+def ceilings_lines(summary: dict[str, Any] | None) -> tuple[str | None, list[str]]:
+    """The roofline's ceilings in words for every renderer: (headline or None when there
+    are no ceilings, notes), from ``metrics/roofline.json``.
+
+    Headline: source and quality, device, the float32 roof and the bandwidth roof of each
+    memory level (DRAM only when the ceilings have no levels). Notes: how the ceilings were
+    got (a first-run calibration, or why there are none) and the above-the-roof warning.
+    """
+    summary = summary or {}
+    notes = [n for n in (summary.get("ceilings_note"),) if isinstance(n, str) and n]
+    above = (summary.get("above_roof") or {}).get("message")
+    if isinstance(above, str) and above:
+        notes.append(above)
+    ceil = summary.get("ceilings")
+    if not isinstance(ceil, dict):
+        return None, notes
+    source = str(ceil.get("source"))
+    quality = [q for q in (ceil.get("mode"), ceil.get("contention")) if q]
+    if quality:
+        source += ", " + ", ".join(str(q) for q in quality)
+    flops = ceil.get("flops_per_s")
+    f32 = flops.get("float32") if isinstance(flops, dict) else None
+    levels = [lv for lv in ceil.get("memory_levels") or [] if isinstance(lv, dict)]
+    if levels:
+        memory = "memory roofs " + ", ".join(
+            f"{lv.get('name')} {_gb(lv.get('bytes_per_s'))}" for lv in levels
+        )
+    else:
+        memory = f"memory {_gb(ceil.get('bytes_per_s'))}"
+    head = f"{source} ({ceil.get('device')}): float32 {_gb(f32)} GFLOP/s, {memory} GB/s"
+    return head, notes
+
+
 def diagnosis_section(
     session: Session, top_n: int = TOP_N, names: OpNames | None = None
 ) -> dict[str, Any]:

@@ -387,9 +387,14 @@ def roofline(
     peak_flops: float | None,
     peak_bytes: float | None,
     label: str,
+    levels: Sequence[tuple[str, float]] = (),
 ) -> str:
     """Log-log roofline: points (intensity FLOP/B, achieved FLOP/s) and the ceilings; a
-    point is named by its ``label`` when it has one (its profiled ``name`` on hover)."""
+    point is named by its ``label`` when it has one (its profiled ``name`` on hover).
+
+    ``levels``: (name, bytes/s) of the cache levels (the cache-aware roofline), each drawn
+    as its own bandwidth roof under the compute roof, dashed; ``peak_bytes`` is DRAM's.
+    Points above their roof (``above_roof``) are drawn hollow and say so."""
     width, height, left, bottom, top = 760, 320, 70, 35, 10
     pts = [
         p
@@ -407,6 +412,9 @@ def roofline(
     if peak_flops and peak_bytes:
         ridge = peak_flops / peak_bytes
         x_lo, x_hi = min(x_lo, ridge / 8), max(x_hi, ridge * 8)
+    cache_roofs = [(n, b) for n, b in levels if b and b > 0 and b != peak_bytes]
+    if peak_flops and cache_roofs:
+        x_lo = min(x_lo, min(peak_flops / b for _, b in cache_roofs) / 8)
     x = Axis(x_lo, x_hi, left, width - 10, log=True)
     y = Axis(y_lo, y_hi, height - bottom, top, log=True)
     parts = [_open(chart_id, width, height, label)]
@@ -423,18 +431,33 @@ def roofline(
             f'<line class="roof" x1="{x(x_lo):.1f}" y1="{y(peak_flops):.1f}" x2="{x(x_hi):.1f}" '
             f'y2="{y(peak_flops):.1f}"><title>compute ceiling</title></line>'
         )
+    for name, bw in cache_roofs:
+        if not peak_flops:
+            break
+        knee = peak_flops / bw
+        # from the left edge (or where the line enters the chart) up to its ridge point
+        x0 = max(x_lo, y_lo / bw)
+        parts.append(
+            f'<polyline class="roof level" stroke-dasharray="5 3" points="{x(x0):.1f},'
+            f'{y(bw * x0):.1f} {x(knee):.1f},{y(peak_flops):.1f}"><title>{_e(name)} roof: '
+            f"{fmt(bw / 1e9)} GB/s, ridge {fmt(knee)} FLOP/B</title></polyline>"
+            f'<text class="tick" x="{x(x0) + 4:.1f}" y="{y(bw * x0) - 4:.1f}">{_e(name)}</text>'
+        )
     for p in pts:
         share = p.get("time_share") or 0.0
         r = 3 + 9 * math.sqrt(max(0.0, min(1.0, share)))
         cx, cy = x(p["intensity"]), y(p["achieved_flops_per_s"])
         name = str(p.get("label") or p.get("name"))
         node_attr, node_tip = _node_ref(name, p.get("name"))
+        level = f", data in {_e(p['memory_level'])}" if p.get("memory_level") else ""
+        above = p.get("above_roof")
         parts.append(
-            f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" '
+            f'<circle class="pt{" above" if above else ""}" cx="{cx:.1f}" cy="{cy:.1f}" '
             f'r="{r:.1f}" data-name="{_e(name)}"{node_attr}><title>{_e(name)} '
             f"({_e(p.get('op_type') or p.get('level') or '')}): "
             f"{fmt(p['intensity'])} FLOP/B, {fmt(p['achieved_flops_per_s'] / 1e9)} GFLOP/s, "
-            f"{share:.1%} of time, bound {_e(p.get('bound') or 'unknown')}{node_tip}</title>"
+            f"{share:.1%} of time, bound {_e(p.get('bound') or 'unknown')}{level}"
+            f"{', above its roof: a calibration problem' if above else ''}{node_tip}</title>"
             "</circle>"
         )
     for t in range(math.ceil(math.log10(x_lo)), math.floor(math.log10(x_hi)) + 1):

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aaco.report.base import Renderer
-from aaco.report.model import build_report
+from aaco.report.model import build_report, ceilings_lines
 from aaco.session.bundle import Session
 
 BAR_WIDTH = 16
@@ -489,19 +489,17 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
     rows = [x for x in r.get("roofline") or [] if x.get("level") == "node"][:8]
     if not summ and not rows:
         return []
-    ceil = summ.get("ceilings")
-    if ceil:
-        fl = ceil.get("flops_per_s") or {}
-        f32 = fl.get("float32") if isinstance(fl, dict) else None
-        bw = ceil.get("bytes_per_s")
-        line = Text(
-            f"Roofline ceilings: {ceil.get('source')} ({escape(str(ceil.get('device')))}): "
-            f"float32 {_num(f32 / 1e9 if f32 else None, '{:.1f}')} GFLOP/s, memory "
-            f"{_num(bw / 1e9 if bw else None, '{:.1f}')} GB/s"
-        )
+    head, notes = ceilings_lines(summ)
+    if head:
+        line = Text(f"Roofline ceilings: {head}")
+    elif notes and notes[0].startswith("no ceilings"):
+        line, notes = Text(f"Roofline: {notes[0]}", style="yellow"), notes[1:]
     else:
         line = Text("Roofline: no ceilings (run `aaco calibrate` on this machine)", style="dim")
     parts: list[RenderableType] = [line]
+    for note in notes:
+        warn = "above the" in note or note.startswith("no ceilings")
+        parts.append(Text(f"  {note}", style="yellow" if warn else "dim"))
     if summ:
         parts.append(
             Text(

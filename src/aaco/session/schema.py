@@ -632,6 +632,20 @@ ROOFLINE = TableSpec(
         ),
         _c("headroom", _f64, "", "attainable / achieved: the speed-up the roof allows (>= 1)"),
         _c("ceiling_source", _str, "", "`calibrated`, `published` or `counters`"),
+        _c(
+            "memory_level",
+            _str,
+            "",
+            "memory level whose bandwidth is the row's roof (`L1`, `L2`, `L3`, `DRAM`): the "
+            "nearest that holds its bytes per call; null when the ceilings have no levels",
+        ),
+        _c(
+            "above_roof",
+            _bool,
+            "",
+            "achieved FLOP/s or bytes/s more than 10 % above its roof: a ceiling problem, "
+            "its efficiency is no evidence; null without a roof",
+        ),
     ),
 )
 
