@@ -580,7 +580,7 @@ def test_event_with_string_ts_is_dropped_and_counted(tmp_path: Path) -> None:
     p = _write(tmp_path / "ts.json", CUDA_TOP, evs)
     t = KinetoImporter().read(p)
     assert t.ops.num_rows == 1 and t.kernels.num_rows == 2
-    assert t.meta["dropped_rows"] == {"ts: missing or not a number": 1}
+    assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}
     assert t.meta["odd_values"] == {}
 
 

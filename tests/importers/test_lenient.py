@@ -417,9 +417,12 @@ def test_value_variants_are_read_and_odd_values_counted(tmp_path: Path) -> None:
         "args.grid": 1, "args.registers per thread": 1, "args.stream": 1, "cat": 1,
     }  # fmt: skip
     assert t.meta["dropped_rows"] == {
-        "dur: missing or not a number": 1, "dur: negative": 1, "name: not a string": 1,
-        "traceEvents: entry is not an object": 1, "ts: missing or not a number": 1,
-    }  # fmt: skip
+        "dur: missing, not a number or out of range": 1,
+        "dur: negative": 1,
+        "name: not a string": 1,
+        "traceEvents: entry is not an object": 1,
+        "ts: missing, not a number or out of range": 1,
+    }
     line = summary_line([t.meta])
     assert line is not None and line.startswith("8 odd values set to null")
 
@@ -657,3 +660,15 @@ def test_rocpd_text_that_is_not_utf8(tmp_path: Path) -> None:
     db = make_db(tmp_path / "r.db", DATA.replace("'gemm_kernel'", "CAST(x'67656dff' AS TEXT)"))
     t = read_rocpd(db)
     assert t.kernels.column("name").to_pylist()[0] == "gem\ufffd"
+
+
+def test_ns_values_in_ts_are_out_of_range_not_a_crash(tmp_path: Path) -> None:
+    """A tool that writes ns into ts (1.7e18) meets the format's us: beyond int64 ns, so
+    those events are left out and counted; the others are read."""
+    evs = step_events()
+    evs.append(_x("kernel", "from_the_future", 0, 7, 1.7e18, 5.0))
+    p = tmp_path / "ns.json"
+    p.write_bytes(pytorch2_trace(evs))
+    t = KinetoImporter().read(p)
+    assert t.kernels.column("name").to_pylist() == ["volta_sgemm_32x32_sliced1x4_nn"]
+    assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}

@@ -574,8 +574,10 @@ class _Collector:
             ok &= ok_name
         if not ok.all():
             # an event that cannot be placed in time or named is left out, and counted
-            self.odd.drop("ts: missing or not a number", int((~ok_start).sum()))
-            self.odd.drop("dur: missing or not a number", int((ok_start & ~ok_dur).sum()))
+            self.odd.drop("ts: missing, not a number or out of range", int((~ok_start).sum()))
+            self.odd.drop(
+                "dur: missing, not a number or out of range", int((ok_start & ~ok_dur).sum())
+            )
             self.odd.drop("dur: negative", int((ok_start & ok_dur & (dur < 0)).sum()))
             if ok_name is not None:
                 named = ok_start & ok_dur & (dur >= 0) & ~ok_name
