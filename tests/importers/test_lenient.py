@@ -428,14 +428,15 @@ def test_value_variants_are_read_and_odd_values_counted(tmp_path: Path) -> None:
 
 
 def test_non_standard_json_is_repaired_and_counted(tmp_path: Path) -> None:
-    """What Python's json reads but strict JSON is not: NaN/Infinity, bad UTF-8, lone
-    surrogates. The piece that holds them is repaired; the counts say what was."""
+    """What Python's json reads but msgspec refuses: NaN/Infinity, numbers beyond a double,
+    bad UTF-8, lone surrogates. The piece that holds them is repaired; counts say what was."""
     evs = step_events()
     evs[4]["args"]["est. achieved occupancy %"] = 1.5
     evs[1]["name"] = "aten::mm SURROGATE"
     text = pytorch2_trace(evs)
     text = text.replace(b'"est. achieved occupancy %": 1.5', b'"est. achieved occupancy %": NaN')
     text = text.replace(b'"bytes": 64', b'"bytes": -Infinity')
+    text = text.replace(b'"shared memory": 8192', b'"shared memory": 1e999')
     text = text.replace(b"SURROGATE", b"\\ud800")
     text = text.replace(b"ProfilerStep#7", b"ProfilerStep#7\xff", 1)  # not a step any more
     p = tmp_path / "nonstd.json"
@@ -443,10 +444,12 @@ def test_non_standard_json_is_repaired_and_counted(tmp_path: Path) -> None:
     for chunk in (1 << 20, 200):
         t = KinetoImporter(chunk_bytes=chunk).read(p)
         assert t.kernels.num_rows == 1 and t.memcpy.column("bytes").to_pylist() == [None]
+        assert t.kernels.column("shared_bytes").to_pylist() == [None]
         assert t.ops.column("node_name").to_pylist() == ["aten::mm \ufffd"]
         assert t.annotations.column("name").to_pylist() == ["ProfilerStep#7\ufffd"]
         assert t.meta["odd_values"] == {
             "json: NaN/Infinity number": 2,
+            "json: number out of range": 1,
             "json: invalid UTF-8 text": 1,
             "json: lone UTF-16 surrogate escape": 1,
         }
@@ -611,14 +614,15 @@ def test_rocprofv3_odd_agent_and_counter_values(tmp_path: Path) -> None:
     copy = run / "node1" / "4242_memory_copy_trace.csv"
     copy.write_text(copy.read_text().replace('"Agent 2","Agent 0",9', '"the GPU","Agent 0",9'))
     cc = run / "node1" / "4242_counter_collection.csv"
-    cc.write_text(cc.read_text().replace('"SQ_WAVES",4096', '"SQ_WAVES",lots', 1))
+    text = cc.read_text().replace('"SQ_WAVES",4096', '"SQ_WAVES",lots', 1)
+    cc.write_text(text.replace('"SQ_INSTS_VALU",123456.0', '"SQ_INSTS_VALU",nan', 1))
     t = read_rocprofv3_dir(run)
     whole = read_rocprofv3_dir(OTHER / "rocprof" / "v3" / "run")
     assert t.memcpy.column("src_device").to_pylist()[1] is None
     assert t.memcpy.num_rows == whole.memcpy.num_rows
-    assert t.kernel_counters.num_rows == whole.kernel_counters.num_rows - 1
-    assert t.meta["odd_values"] == {"Agent_Id": 1, "Counter_Value": 1}
-    assert t.meta["dropped_rows"] == {"Counter_Value: empty or not a number": 1}
+    assert t.kernel_counters.num_rows == whole.kernel_counters.num_rows - 2
+    assert t.meta["odd_values"] == {"Agent_Id": 1, "Counter_Value": 2}
+    assert t.meta["dropped_rows"] == {"Counter_Value: empty or not a number": 2}
 
 
 def test_rocprofv3_json_odd_values_convert_record_by_record(tmp_path: Path) -> None:
@@ -630,6 +634,7 @@ def test_rocprofv3_json_odd_values_convert_record_by_record(tmp_path: Path) -> N
     dispatches = proc["buffer_records"]["kernel_dispatch"]
     dispatches[0]["dispatch_info"]["queue_id"] = {"handle": "q0"}  # text: null, counted
     dispatches[0]["thread_id"] = [1]
+    dispatches[0]["dispatch_info"]["private_segment_size"] = float("nan")  # json writes NaN
     dispatches.append({"start_timestamp": "later", "end_timestamp": 9})  # left out
     dispatches.append(17)  # not a record
     p = tmp_path / "odd_results.json"
@@ -638,9 +643,10 @@ def test_rocprofv3_json_odd_values_convert_record_by_record(tmp_path: Path) -> N
     t = read_rocprofv3_json(p)
     assert t.kernels.num_rows == whole.kernels.num_rows
     k = t.kernels.to_pylist()[0]
-    assert (k["queue"], k["thread_id"]) == (None, None)
+    assert (k["queue"], k["thread_id"], k["scratch_bytes"]) == (None, None, None)
     assert k["name"] == whole.kernels.to_pylist()[0]["name"]
     assert t.meta["odd_values"] == {
+        "json: NaN/Infinity number": 1,
         "kernel_dispatch.dispatch_info.queue_id.handle": 1,
         "kernel_dispatch.start_timestamp": 1,
         "kernel_dispatch.thread_id": 1,
@@ -671,4 +677,17 @@ def test_ns_values_in_ts_are_out_of_range_not_a_crash(tmp_path: Path) -> None:
     p.write_bytes(pytorch2_trace(evs))
     t = KinetoImporter().read(p)
     assert t.kernels.column("name").to_pylist() == ["volta_sgemm_32x32_sliced1x4_nn"]
+    assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}
+
+
+def test_huge_digit_strings_are_odd_values_not_a_crash(tmp_path: Path) -> None:
+    """Python refuses int() of text over 4300 digits (ValueError): such text is just odd."""
+    assert to_int("9" * 5000) is None
+    evs = triton_events(kernel_grid="[" + "9" * 5000 + "]")
+    evs[1]["ts"] = "1" * 5000
+    p = tmp_path / "digits.json"
+    p.write_bytes(pytorch2_trace(evs))
+    t = KinetoImporter().read(p)
+    assert t.kernels.column("grid_x").to_pylist() == [None] and t.ops.num_rows == 0
+    assert t.meta["odd_values"] == {"args.grid": 1}
     assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}

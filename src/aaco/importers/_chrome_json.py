@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -44,7 +45,7 @@ import msgspec
 from aaco.errors import InputError
 from aaco.importers.base import open_binary
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "REPAIRS", "ChromeJsonReader"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "REPAIRS", "ChromeJsonReader", "repair_json"]
 
 T = TypeVar("T")
 
@@ -55,6 +56,7 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 #: what :attr:`ChromeJsonReader.repairs` counts (field names of ``meta["odd_values"]``)
 REPAIRS = {
     "numbers": "json: NaN/Infinity number",
+    "range": "json: number out of range",
     "utf8": "json: invalid UTF-8 text",
     "surrogates": "json: lone UTF-16 surrogate escape",
 }
@@ -72,6 +74,10 @@ _RAW = msgspec.json.Decoder(msgspec.Raw)
 # a JSON string (kept as is) or a non-standard number token outside strings
 _NONSTD = re.compile(rb'("(?:[^"\\]|\\.)*")|(-?Infinity|NaN)', re.S)
 _NONSTD_HINT = re.compile(rb"NaN|Infinity")
+# a JSON string (kept as is) or a number token; numbers beyond a double or of thousands of
+# digits are refused by msgspec ("out of range") but read by Python's json (inf, big int)
+_NUMBER = re.compile(rb'("(?:[^"\\]|\\.)*")|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)', re.S)
+_BIG_HINT = re.compile(rb"\d{300}|\d[eE]\+?\d{3}")
 _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 # a valid surrogate pair (kept) or a lone surrogate escape
 _SURROGATE = re.compile(
@@ -87,7 +93,7 @@ class _Undecodable(Exception):
         self.at_end = at_end
 
 
-def _repair(data: bytes, repairs: dict[str, int]) -> bytes | None:
+def repair_json(data: bytes, repairs: dict[str, int]) -> bytes | None:
     """``data`` with non-standard JSON fixed (counts added to ``repairs``); None if clean."""
     out = data
     if _NONSTD_HINT.search(out):
@@ -103,6 +109,24 @@ def _repair(data: bytes, repairs: dict[str, int]) -> bytes | None:
         fixed = _NONSTD.sub(sub, out)
         if count:
             repairs[REPAIRS["numbers"]] = repairs.get(REPAIRS["numbers"], 0) + count
+            out = fixed
+    if _BIG_HINT.search(out):
+        big = 0
+
+        def null_big(m: re.Match[bytes]) -> bytes:
+            nonlocal big
+            tok = m.group(2)
+            if tok is None:
+                return m.group(1)
+            digits = len(tok) - tok[:1].count(b"-")
+            if (digits > 300 and tok.lstrip(b"-").isdigit()) or math.isinf(float(tok)):
+                big += 1
+                return b"null"
+            return tok
+
+        fixed = _NUMBER.sub(null_big, out)
+        if big:
+            repairs[REPAIRS["range"]] = repairs.get(REPAIRS["range"], 0) + big
             out = fixed
     if b"\\u" in out:
         lone = 0
@@ -141,7 +165,7 @@ def _decode(decoder: msgspec.json.Decoder[Any], data: bytes, repairs: dict[str, 
     if first.at_end and not _SURROGATE_HINT.search(data):
         raise first
     found: dict[str, int] = {}
-    fixed = _repair(data, found)
+    fixed = repair_json(data, found)
     if fixed is None:
         raise first
     try:
@@ -389,7 +413,7 @@ class ChromeJsonReader(Generic[T]):
             if "truncated" in msg and not _SURROGATE_HINT.search(data):
                 raise self._fail("truncated: the traceEvents array never closes")
             found: dict[str, int] = {}
-            fixed = _repair(data, found) if attempt == 0 else None
+            fixed = repair_json(data, found) if attempt == 0 else None
             if fixed is None:
                 break
             data = fixed

@@ -164,7 +164,7 @@ def read_columns(
         raise _malformed(path, expected, exc) from None
     except (OSError, EOFError) as exc:
         raise InputError(f"{path}: unreadable, expected {expected}: {_one_line(exc)}") from None
-    cols = {wanted[name][0]: table.column(name) for name in table.column_names}
+    cols = {wanted[name][0]: _finite_only(table.column(name), name) for name in table.column_names}
     n = table.num_rows
     if times is not None and times[0] in cols and times[1] in cols:
         ok = time_mask(cols[times[0]], cols[times[1]])
@@ -221,6 +221,18 @@ def _lenient_cast(col: pa.ChunkedArray, typ: pa.DataType, name: str) -> pa.Chunk
         out = [_finite(v) for v in values]
     note_null(name, sum(1 for v, o in zip(values, out, strict=True) if o is None and v))
     return pa.chunked_array([pa.array(out, type=typ)], type=typ)
+
+
+def _finite_only(col: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    """A float column with NaN and infinities (``nan``, ``inf`` cells) as null, counted."""
+    if not pa.types.is_floating(col.type):
+        return col
+    bad = pc.fill_null(pc.invert(pc.is_finite(col)), False)
+    count = pc.sum(bad).as_py() or 0
+    if not count:
+        return col
+    note_null(name, count)
+    return pc.if_else(bad, pa.scalar(None, col.type), col)
 
 
 def _finite(text: str | None) -> float | None:

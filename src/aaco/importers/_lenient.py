@@ -124,6 +124,8 @@ def to_int(value: Any) -> int | None:
             out = int(value)
     elif isinstance(value, str):
         text = value.strip()
+        if len(text) > 40:
+            return None  # no int64 is that long (and int() refuses 4300+ digits)
         try:
             out = int(text, 0)
         except ValueError:

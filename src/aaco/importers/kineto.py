@@ -234,8 +234,11 @@ _NUMBERS = frozenset({int, float})
 _LIST_OR_NONE = frozenset({list, _NONE})
 # |ts| beyond this many us overflows int64 ns
 _MAX_US = np.iinfo(np.int64).max // 1000
-_US_TEXT = re.compile(r"\s*(-?)(\d+)(?:\.(\d*))?\s*")
-_DIM_TEXT = re.compile(r"\s*[\[(]?\s*(\d+)\s*(?:,\s*(\d+)\s*)?(?:,\s*(\d+)\s*)?,?\s*[\])]?\s*")
+# (digit counts bounded: Python refuses to convert int text of over 4300 digits)
+_US_TEXT = re.compile(r"\s*(-?)(\d{1,20})(?:\.(\d{0,30}))?\s*")
+_DIM_TEXT = re.compile(
+    r"\s*[\[(]?\s*(\d{1,20})\s*(?:,\s*(\d{1,20})\s*)?(?:,\s*(\d{1,20})\s*)?,?\s*[\])]?\s*"
+)
 
 
 def _ints(values: list[Any]) -> tuple[np.ndarray, int]:

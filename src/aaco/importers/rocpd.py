@@ -18,6 +18,7 @@ A file is recognised by the SQLite magic ``SQLite format 3\\0`` and the presence
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any, ClassVar
@@ -275,7 +276,9 @@ def _counters(path: Path, con: sqlite3.Connection) -> pa.Table:
     for need in ("pmc_name", "pmc_value", "name"):
         if need not in data:
             raise InputError(f"{path}: view kernel_pmc_events lacks {need}, expected {_EXPECTED}")
-    values = [v if type(v) in (int, float) else None for v in data["pmc_value"]]
+    values = [
+        v if type(v) in (int, float) and math.isfinite(v) else None for v in data["pmc_value"]
+    ]
     if None in values:
         # a counter event without a numeric value says nothing: left out, counted
         keep = [i for i, v in enumerate(values) if v is not None]

@@ -27,6 +27,7 @@ import msgspec
 import pyarrow as pa
 
 from aaco.errors import InputError
+from aaco.importers._chrome_json import repair_json
 from aaco.importers._csv import check_times, fill_table, lenient_array
 from aaco.importers._lenient import collecting, note_dropped, note_null
 from aaco.importers.base import Importer, TraceTables, open_binary
@@ -254,9 +255,20 @@ def _read(path: Path) -> TraceTables:
     try:
         try:
             root = msgspec.json.decode(data, type=_Root)
-        except msgspec.ValidationError:
-            # a value of an unexpected type somewhere: convert record by record
-            root = _lenient_root(data)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            # NaN, numbers beyond a double, bad UTF-8: repaired (and counted) when that is all
+            found: dict[str, int] = {}
+            fixed = repair_json(data, found)
+            if fixed is None and not isinstance(exc, msgspec.ValidationError):
+                raise
+            data = fixed if fixed is not None else data
+            for field, count in found.items():
+                note_null(field, count)
+            try:
+                root = msgspec.json.decode(data, type=_Root)
+            except msgspec.ValidationError:
+                # a value of an unexpected type somewhere: convert record by record
+                root = _lenient_root(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         msg = " ".join(str(exc).split())[:160]
         raise InputError(
