@@ -85,7 +85,7 @@ def pytorch2_trace(
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode()
 
 
-def _x(cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float, **args: Any) -> dict:
+def _x(cat: Any, name: Any, pid: Any, tid: Any, ts: float, dur: float, **args: Any) -> dict:
     ev: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
                           "ts": ts, "dur": dur}  # fmt: skip
     if args:
@@ -691,3 +691,24 @@ def test_huge_digit_strings_are_odd_values_not_a_crash(tmp_path: Path) -> None:
     assert t.kernels.column("grid_x").to_pylist() == [None] and t.ops.num_rows == 0
     assert t.meta["odd_values"] == {"args.grid": 1}
     assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 150])
+def test_category_and_phase_that_are_not_text(tmp_path: Path, chunk: int) -> None:
+    """A number or null as cat/ph is an absent one: the event is counted, never tabled; a
+    number is an odd value (counted in every piece it appears in), null is just absent."""
+    evs = step_events()
+    for i in range(3):
+        evs.append(_x(5, f"numeric_cat_{i}", 0, 7, 1.0, 1.0))
+        evs.append(_x(None, f"null_cat_{i}", 0, 7, 1.0, 1.0))
+        ev = _x("kernel", f"numeric_ph_{i}", 0, 7, 1.0, 1.0)
+        ev["ph"] = 7
+        evs.append(ev)
+    p = tmp_path / "labels.json"
+    p.write_bytes(pytorch2_trace(evs))
+    t = KinetoImporter(chunk_bytes=chunk).read(p)
+    assert t.kernels.column("name").to_pylist() == ["volta_sgemm_32x32_sliced1x4_nn"]
+    assert t.meta["odd_values"] == {"cat": 3, "ph": 3}
+    assert t.meta["event_count"] == 8 + 9
+    tabled = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "user_annotation", "ac2g"}
+    assert set(t.meta["events_by_category"]) <= tabled

@@ -481,6 +481,9 @@ class _Collector:
         self.api = _Table()
         self.ann = _Table()
         self.odd = OddValues()
+        # codes of cat_ids / ph_ids inspected so far, and those that are not text
+        self._labels_checked = [len(self.cat_ids), len(self.ph_ids)]
+        self._bad_labels: tuple[dict[int, bool], dict[int, bool]] = ({}, {})
 
     @property
     def categories(self) -> dict[str, int]:
@@ -496,19 +499,21 @@ class _Collector:
         n = len(events)
         if not n:
             return
-        if set(map(type, events)) != {_Event}:
-            kept = [e for e in events if type(e) is _Event]
-            self.odd.drop("traceEvents: entry is not an object", n - len(kept))
-            events, n = kept, len(kept)
+        try:
+            # the fast way: every entry an event, every cat/ph hashable
+            cc = np.fromiter(map(self.cat_ids.__getitem__, map(_CAT, events)), np.int32, n)
+            pc = np.fromiter(map(self.ph_ids.__getitem__, map(_PH, events)), np.int32, n)
+        except (AttributeError, TypeError):
+            # an entry that is not an object, or a cat/ph that is a list or an object
+            events, cc, pc = self._codes_one_by_one(events)
+            n = len(events)
             if not n:
                 return
+        checked = self._labels_checked
+        if (len(self.cat_ids) > checked[0] or len(self.ph_ids) > checked[1]
+                or self._bad_labels[0] or self._bad_labels[1]):  # fmt: skip
+            self._unknown_labels(cc, pc)
         self.total += n
-        cats, bad = _labels(list(map(_CAT, events)))
-        self.odd.null("cat", bad)
-        phs, bad = _labels(list(map(_PH, events)))
-        self.odd.null("ph", bad)
-        cc = np.fromiter(map(self.cat_ids.__getitem__, cats), np.int32, n)
-        pc = np.fromiter(map(self.ph_ids.__getitem__, phs), np.int32, n)
         self.cat_counts = _bump(self.cat_counts, cc)
         self.ph_counts = _bump(self.ph_counts, pc)
         table = _TABLE_OF[np.minimum(cc, len(_CATS))]
@@ -526,6 +531,40 @@ class _Collector:
             lo, hi = b[t], b[t + 1]
             if lo < hi:
                 self._put(t, tab, rows[lo:hi], cat[lo:hi])
+
+    def _codes_one_by_one(self, events: list[Any]) -> tuple[list[_Event], Any, Any]:
+        """Category and phase codes the slow way: entries that are not events left out, a
+        cat/ph that is not text treated as absent; both counted."""
+        kept = [e for e in events if type(e) is _Event]
+        self.odd.drop("traceEvents: entry is not an object", len(events) - len(kept))
+        cats, bad = _labels(list(map(_CAT, kept)))
+        self.odd.null("cat", bad)
+        phs, bad = _labels(list(map(_PH, kept)))
+        self.odd.null("ph", bad)
+        cc = np.fromiter(map(self.cat_ids.__getitem__, cats), np.int32, len(kept))
+        pc = np.fromiter(map(self.ph_ids.__getitem__, phs), np.int32, len(kept))
+        return kept, cc, pc
+
+    def _unknown_labels(self, cc: np.ndarray, pc: np.ndarray) -> None:
+        """Codes given to a cat/ph that is not text (a number, null) are recoded, in place, as
+        absent (""), and counted unless null. Only the few distinct values are inspected,
+        each once."""
+        for i, (ids, codes, field) in enumerate(((self.cat_ids, cc, "cat"),
+                                                  (self.ph_ids, pc, "ph"))):  # fmt: skip
+            start = self._labels_checked[i]
+            if len(ids) > start:
+                for code, key in enumerate(list(ids)[start:], start):
+                    if type(key) is not str:
+                        self._bad_labels[i][code] = key is not None
+                self._labels_checked[i] = len(ids)
+            bad = self._bad_labels[i]
+            if not bad:
+                continue
+            odd = np.isin(codes, list(bad))
+            if odd.any():
+                counted = [code for code, count in bad.items() if count]
+                self.odd.null(field, int(np.isin(codes, counted).sum()) if counted else 0)
+                codes[odd] = ids[""]
 
     def export(self) -> dict[str, Any]:
         """The collected columns as plain data (to hand from a worker process to the parent)."""
