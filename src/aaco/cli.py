@@ -875,7 +875,21 @@ def import_command(
     else:
         s = import_new(list(paths), _sessions_root(output), tag=tag, argv=sys.argv)
     sys.stderr.write(f"imported into {s.path}\n")
+    _import_note(s.path)
     _print_report(s, fmt)
+
+
+def _import_note(bundle: Path) -> None:
+    """One line when the importers met odd values (nulled or left out), never one per event."""
+    from aaco.ingest import IMPORT_META_FILE
+    from aaco.session.bundle import read_json
+
+    try:
+        line = read_json(bundle / IMPORT_META_FILE).get("warning")
+    except (OSError, ValueError, AacoError):
+        return
+    if line:
+        sys.stderr.write(f"note: {line}; details in {bundle / IMPORT_META_FILE}\n")
 
 
 @app.group("export")

@@ -134,16 +134,30 @@ def _write_analyzed(bundle: Path, analyzed: AnalyzedTrace, existing_ops: pa.Tabl
 def _import_record(
     paths: Sequence[Path], analyzed: AnalyzedTrace, seconds: float
 ) -> dict[str, Any]:
+    from aaco.importers._lenient import OddValues, summary_line
+
     t = analyzed.tables
+    sources = t.meta.get("sources", [])
+    odd = OddValues()
+    warnings = []
+    for meta in sources:
+        odd.merge(meta)
+        line = summary_line([meta])
+        if line:
+            warnings.append(f"{meta.get('path', '?')}: {line}")
     return {
         "imported_utc": utc_now_iso(),
         "files": _file_facts(paths),
-        "importers": sorted({str(m.get("importer")) for m in t.meta.get("sources", [])}),
-        "sources": t.meta.get("sources", []),
+        "importers": sorted({str(m.get("importer")) for m in sources}),
+        "sources": sources,
         "skipped": t.meta.get("skipped", []),
         "rows": {name: getattr(t, name).num_rows for name in TABLE_FIELDS},
         "events": t.event_count,
         "seconds": round(seconds, 4),
+        # odd values the importers read leniently (null) or left out, over all files
+        **odd.meta(),
+        "warning": summary_line(sources),
+        "warnings": warnings,
     }
 
 

@@ -25,8 +25,10 @@ PID = 4242
 TID = 4243
 
 
-def _event_text(ev: dict[str, Any]) -> str:
+def _event_text(ev: Any) -> str:
     """One event as Kineto's ChromeTraceLogger lays it out (2-space indent, args block)."""
+    if not isinstance(ev, dict) or not isinstance(ev.get("args", {}), dict):
+        return f"  {json.dumps(ev)}"
     head = {k: v for k, v in ev.items() if k != "args"}
     keys = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items())
     if "args" not in ev:
@@ -35,7 +37,7 @@ def _event_text(ev: dict[str, Any]) -> str:
     return f'  {{\n    {keys},\n    "args": {{\n      {args}\n    }}\n  }}'
 
 
-def _write(path: Path, top: dict[str, Any], events: list[dict[str, Any]], gz: bool = False) -> Path:
+def _write(path: Path, top: dict[str, Any], events: list[Any], gz: bool = False) -> Path:
     parts = ["{"]
     for k, v in top.items():
         parts.append(f"  {json.dumps(k)}: {json.dumps(v)},")
@@ -571,12 +573,15 @@ def test_not_json(tmp_path: Path) -> None:
         KinetoImporter().read(q)
 
 
-def test_event_with_string_ts_is_an_error(tmp_path: Path) -> None:
+def test_event_with_string_ts_is_dropped_and_counted(tmp_path: Path) -> None:
+    """An event that cannot be placed in time is left out; the rest of the file is read."""
     evs = cuda_events()
-    evs[1]["ts"] = "soon"
+    evs[1]["ts"] = "soon"  # the first aten::addmm
     p = _write(tmp_path / "ts.json", CUDA_TOP, evs)
-    with pytest.raises(InputError, match=r"ts\.json"):
-        KinetoImporter().read(p)
+    t = KinetoImporter().read(p)
+    assert t.ops.num_rows == 1 and t.kernels.num_rows == 2
+    assert t.meta["dropped_rows"] == {"ts: missing, not a number or out of range": 1}
+    assert t.meta["odd_values"] == {}
 
 
 def test_tables_are_arrow(cuda_trace: Path) -> None:

@@ -154,7 +154,19 @@ def test_bad_databases(tmp_path: Path) -> None:
         read_rocpd(txt)
 
 
-def test_reversed_times(tmp_path: Path) -> None:
-    bad = DATA.replace("1500000000006500", "1500000000000001")
-    with pytest.raises(InputError, match="end timestamp before"):
-        read_rocpd(make_db(tmp_path / "r.db", bad))
+def test_reversed_times_and_odd_values_cost_only_their_rows(tmp_path: Path) -> None:
+    """SQLite columns are untyped: text where numbers belong, ends before starts."""
+    bad = DATA.replace("1500000000006500", "1500000000000001")  # relu ends before it starts
+    bad = bad.replace("'g', 1, 'SQ_WAVES', 16", "'g', 1, 'SQ_WAVES', 'many'")
+    bad = bad.replace("65536, 2, 1, 3, 10", "'64 KiB', 2, 1, 3, 10")  # copy size as text
+    t = read_rocpd(make_db(tmp_path / "r.db", bad))
+    assert t.kernels["name"].to_pylist() == ["gemm_kernel"]
+    assert t.memcpy["bytes"].to_pylist() == [None]
+    # gemm's counter value is text; relu's counter needs no times
+    c = t.kernel_counters.to_pylist()
+    assert [(r["kernel_name"], r["value"]) for r in c] == [("relu_kernel", 64.0)]
+    assert t.meta["dropped_rows"] == {
+        "kernels: end before start": 1,
+        "kernel_pmc_events: pmc_value missing or not a number": 1,
+    }
+    assert t.meta["odd_values"] == {"memory_copies.size": 1}

@@ -175,9 +175,6 @@ ROW = (FIX / "gen2_kernel_trace.csv").read_text().splitlines()[1]
     [
         ("", "empty file"),
         (HEAD + "\n" + ROW + "\n" + ROW[:60] + "\n", "truncated or malformed"),
-        (HEAD + "\n" + ROW.replace("1000000000050000", "12x4") + "\n", "truncated or malformed"),
-        (HEAD + "\n" + ROW.replace("1000000000050000", "999") + "\n", "end timestamp before"),
-        (HEAD + "\n" + ROW.replace("1000000000050000", "") + "\n", "missing start/end"),
         ("a,b,c\n1,2,3\n", "matches no known domain"),
         ("\x00\x01binary", "not a CSV"),
     ],
@@ -187,6 +184,24 @@ def test_bad_input(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(InputError, match=match) as exc:
         read_rocprofv3_csv(p)
     assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("end", "reason", "odd"),
+    [
+        ("12x4", "start/end timestamp missing or not a number", {"End_Timestamp": 1}),
+        ("", "start/end timestamp missing or not a number", {}),
+        ("999", "end timestamp before start", {}),
+    ],
+)
+def test_row_with_odd_timestamp_is_dropped_and_counted(
+    tmp_path: Path, end: str, reason: str, odd: dict[str, int]
+) -> None:
+    """One odd timestamp costs its row (counted), never the file."""
+    p = _write(tmp_path, HEAD + "\n" + ROW + "\n" + ROW.replace("1000000000050000", end) + "\n")
+    t = Rocprofv3CsvImporter().read(p)
+    assert t.kernels.num_rows == 1
+    assert t.meta["dropped_rows"] == {reason: 1} and t.meta["odd_values"] == odd
 
 
 def test_missing_required_column_is_named(tmp_path: Path) -> None:

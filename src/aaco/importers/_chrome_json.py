@@ -1,18 +1,27 @@
 """Stream the events of a Chrome-trace JSON file in decoded chunks, with bounded memory.
 
 A Chrome trace is either a top-level array of events or an object whose ``traceEvents`` key
-holds that array (Kineto also writes ``schemaVersion``, ``deviceProperties``,
-``distributedInfo`` before it and ``traceName``, ``baseTimeNanoseconds`` after it). The file is
+holds that array. Kineto writes ``schemaVersion``, ``deviceProperties``, ``distributedInfo``,
+``displayTimeUnit``, ``baseTimeNanoseconds`` and build metadata before it, and
+``traceName``, ``distributedInfo`` (with ``pg_config`` lists) and its log lines (``"WARNING":
+["...", ...]``) after it, so nested objects and arrays can sit on either side. The file is
 read in blocks of a few MB; the event array is cut into pieces of whole events, and each
-piece is decoded on its own by a typed msgspec decoder, so the text of the whole file is never
+piece is decoded on its own by a msgspec decoder, so the text of the whole file is never
 held and the caller can turn each piece into compact columns before the next one is decoded.
 
 Cutting without a tokenizer: events are separated by ``}`` ``,`` ``{`` (with any whitespace;
 Kineto writes ``\\n  },\\n  {``). Such a separator can also occur inside an event (a nested
 list of objects, or inside a string), but then the piece up to it is not a complete list of
 events and decoding ``[`` + piece + ``]`` fails *at its very end*; the cut then moves on to the
-next separator. A decoding error anywhere else means garbled content. Truncation is seen at
-the end: the array (and the object around it) must close.
+next separator. A decoding error anywhere else means garbled content. The end of the array is
+found by a real parse of the last piece (msgspec skipping to ``Raw``: it reports where the
+array closed), so whatever follows it is read as the rest of the object; truncation shows as
+an array, or an object around it, that never closes.
+
+Text that Python's ``json`` reads but strict JSON parsers refuse is repaired on the slow path
+only (when a piece fails to decode) and counted in :attr:`ChromeJsonReader.repairs`: the
+``NaN``/``Infinity`` tokens ``json.dump`` writes (read as null), invalid UTF-8 bytes and lone
+UTF-16 surrogate escapes (replaced by U+FFFD).
 
 Example::
 
@@ -24,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -35,7 +45,7 @@ import msgspec
 from aaco.errors import InputError
 from aaco.importers.base import open_binary
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "ChromeJsonReader"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "REPAIRS", "ChromeJsonReader", "repair_json"]
 
 T = TypeVar("T")
 
@@ -43,15 +53,140 @@ T = TypeVar("T")
 #: small enough that text plus decoded structs stay a few tens of MB
 DEFAULT_CHUNK_BYTES = 1 << 20
 
+#: what :attr:`ChromeJsonReader.repairs` counts (field names of ``meta["odd_values"]``)
+REPAIRS = {
+    "numbers": "json: NaN/Infinity number",
+    "range": "json: number out of range",
+    "utf8": "json: invalid UTF-8 text",
+    "surrogates": "json: lone UTF-16 surrogate escape",
+}
+
 _CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _WS = b" \t\r\n"
 _TRACE_EVENTS = b'"traceEvents"'
 _ERR_BYTE = re.compile(r"\(byte (\d+)\)")
-# tries at moving a cut or the array's end before the content is declared garbled
+# tries at moving a cut before the content is declared garbled
 _MAX_TRIES = 256
 # the top-level keys before traceEvents are small; a bigger header is not a trace
 _MAX_HEADER = 64 << 20
 _ANY = msgspec.json.Decoder(dict[str, Any])
+_RAW = msgspec.json.Decoder(msgspec.Raw)
+# a JSON string (kept as is) or a non-standard number token outside strings
+_NONSTD = re.compile(rb'("(?:[^"\\]|\\.)*")|(-?Infinity|NaN)', re.S)
+_NONSTD_HINT = re.compile(rb"NaN|Infinity")
+# a JSON string (kept as is) or a number token; numbers beyond a double or of thousands of
+# digits are refused by msgspec ("out of range") but read by Python's json (inf, big int)
+_NUMBER = re.compile(rb'("(?:[^"\\]|\\.)*")|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)', re.S)
+_BIG_HINT = re.compile(rb"\d{300}|\d[eE]\+?\d{3}")
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+# a valid surrogate pair (kept) or a lone surrogate escape
+_SURROGATE = re.compile(
+    rb"(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+
+
+class _Undecodable(Exception):
+    """A piece that does not decode; ``at_end`` when the error is at its very end."""
+
+    def __init__(self, message: str, at_end: bool) -> None:
+        super().__init__(message)
+        self.at_end = at_end
+
+
+def repair_json(data: bytes, repairs: dict[str, int]) -> bytes | None:
+    """``data`` with non-standard JSON fixed (counts added to ``repairs``); None if clean."""
+    out = data
+    if _NONSTD_HINT.search(out):
+        count = 0
+
+        def sub(m: re.Match[bytes]) -> bytes:
+            nonlocal count
+            if m.group(2) is None:
+                return m.group(1)
+            count += 1
+            return b"null"
+
+        fixed = _NONSTD.sub(sub, out)
+        if count:
+            repairs[REPAIRS["numbers"]] = repairs.get(REPAIRS["numbers"], 0) + count
+            out = fixed
+    if _BIG_HINT.search(out):
+        big = 0
+
+        def null_big(m: re.Match[bytes]) -> bytes:
+            nonlocal big
+            tok = m.group(2)
+            if tok is None:
+                return m.group(1)
+            digits = len(tok) - tok[:1].count(b"-")
+            if (digits > 300 and tok.lstrip(b"-").isdigit()) or math.isinf(float(tok)):
+                big += 1
+                return b"null"
+            return tok
+
+        fixed = _NUMBER.sub(null_big, out)
+        if big:
+            repairs[REPAIRS["range"]] = repairs.get(REPAIRS["range"], 0) + big
+            out = fixed
+    if b"\\u" in out:
+        lone = 0
+
+        def keep_pairs(m: re.Match[bytes]) -> bytes:
+            nonlocal lone
+            if m.group(1) is not None:
+                return m.group(1)
+            lone += 1
+            return b"\\ufffd"
+
+        fixed = _SURROGATE.sub(keep_pairs, out)
+        if lone:
+            repairs[REPAIRS["surrogates"]] = repairs.get(REPAIRS["surrogates"], 0) + lone
+            out = fixed
+    try:
+        out.decode("utf-8")
+    except UnicodeDecodeError:
+        text = out.decode("utf-8", "replace")
+        bad = text.count("\ufffd") - out.count("\ufffd".encode())
+        repairs[REPAIRS["utf8"]] = repairs.get(REPAIRS["utf8"], 0) + max(bad, 1)
+        out = text.encode("utf-8")
+    return out if out is not data else None
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], data: bytes, repairs: dict[str, int]) -> Any:
+    """Decode ``data``, repairing non-standard JSON if that is what failed.
+
+    Raises :class:`_Undecodable` (with ``at_end`` measured on the text actually decoded).
+    """
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        first = _undecodable(exc, data)
+    # a piece cut inside an event fails at its end: nothing to repair (the common case)
+    if first.at_end and not _SURROGATE_HINT.search(data):
+        raise first
+    found: dict[str, int] = {}
+    fixed = repair_json(data, found)
+    if fixed is None:
+        raise first
+    try:
+        value = decoder.decode(fixed)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise _undecodable(exc, fixed) from None
+    for k, v in found.items():
+        repairs[k] = repairs.get(k, 0) + v
+    return value
+
+
+def _undecodable(exc: Exception, data: bytes) -> _Undecodable:
+    msg = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        return _Undecodable(f"unexpected content ({msg})", False)
+    if isinstance(exc, UnicodeDecodeError):
+        return _Undecodable("invalid UTF-8", False)
+    if "truncated" in msg:
+        return _Undecodable(msg, True)
+    m = _ERR_BYTE.search(msg)
+    return _Undecodable(msg, m is not None and int(m.group(1)) >= len(data) - 1)
 
 
 class ChromeJsonReader(Generic[T]):
@@ -59,8 +194,9 @@ class ChromeJsonReader(Generic[T]):
 
     ``decoder`` decodes ``[ev, ev, ...]`` text into ``T`` (typically ``list[Event]``).
     After the iteration ends, ``top`` holds the other top-level keys (empty for an array
-    trace) and ``is_array`` says which form the file had. Raises :class:`InputError` (one
-    line, naming the file) for a file that is not a Chrome trace, truncated or garbled.
+    trace), ``is_array`` says which form the file had and ``repairs`` counts what was
+    repaired (see the module docstring). Raises :class:`InputError` (one line, naming the
+    file) for a file that is not a Chrome trace, truncated or garbled.
     """
 
     def __init__(
@@ -85,6 +221,7 @@ class ChromeJsonReader(Generic[T]):
         self.top: dict[str, Any] = {}
         self.is_array = False
         self.text_bytes = 0
+        self.repairs: dict[str, int] = {}
 
     def _fail(self, why: str) -> InputError:
         return InputError(f"{self.path}: {why}; expected {self.expected}")
@@ -195,14 +332,16 @@ class ChromeJsonReader(Generic[T]):
                 continue
             # the key is at the top level iff what precedes it closes as an object
             try:
-                head = _ANY.decode(buf[:idx] + b'"traceEvents":null}')
-            except msgspec.DecodeError:
+                head = _decode(_ANY, buf[:idx] + b'"traceEvents":null}', self.repairs)
+            except _Undecodable:
                 search = idx + 1
                 continue
             pos = idx + len(_TRACE_EVENTS)
             while True:
+                # read on until the ':' and the first character after it are in (a small
+                # read size can cut between them)
                 rest = buf[pos:].lstrip(_WS)
-                if len(rest) >= 2 or eof:
+                if eof or (rest[:1] == b":" and rest[1:].lstrip(_WS)) or rest[:1] not in b":":
                     break
                 block = self._read(f)
                 if not block:
@@ -219,25 +358,17 @@ class ChromeJsonReader(Generic[T]):
             return buf, start, eof
         # no traceEvents: a JSON object that is not a trace (or a truncated one)
         try:
-            _ANY.decode(buf)
-        except msgspec.DecodeError:
+            _decode(_ANY, buf, {})
+        except _Undecodable:
             raise self._fail("not a JSON trace (truncated or garbled object)") from None
         raise self._fail("a JSON object without traceEvents")
 
     def _decode_piece(self, piece: bytes) -> tuple[T | None, bool]:
         """Decode ``[piece]``; (value, False) or (None, True when the error is at the end)."""
-        data = b"[" + piece + b"]"
         try:
-            return self.decoder.decode(data), False
-        except msgspec.ValidationError as exc:
-            raise self._fail(f"unexpected event content ({exc})") from None
-        except msgspec.DecodeError as exc:
-            msg = str(exc)
-            if "truncated" in msg:
-                return None, True
-            m = _ERR_BYTE.search(msg)
-            at_end = m is not None and int(m.group(1)) >= len(data) - 1
-            return None, at_end
+            return _decode(self.decoder, b"[" + piece + b"]", self.repairs), False
+        except _Undecodable as exc:
+            return None, exc.at_end
 
     def _cut(self, buf: bytes, start: int) -> tuple[T, int] | None:
         """Decode whole events from ``start`` to a separator past one chunk; None if none."""
@@ -264,32 +395,52 @@ class ChromeJsonReader(Generic[T]):
             raise self._fail("garbled JSON in traceEvents (no event boundary at the split)")
         yield value
 
+    def _array_end(self, data: bytes) -> tuple[bytes, int]:
+        """Where the array that ``data`` starts with closes: (data, index past its ``]``).
+
+        ``data`` comes back repaired when NaN/Infinity tokens had to be replaced to parse it.
+        """
+        for attempt in range(2):
+            try:
+                _RAW.decode(data)
+                return data, len(data)
+            except msgspec.DecodeError as exc:
+                msg = str(exc)
+            m = _ERR_BYTE.search(msg)
+            if "trailing characters" in msg and m is not None:
+                # the byte reported is just past the first character after the array
+                return data, data.rfind(b"]", 0, int(m.group(1)) - 1) + 1
+            if "truncated" in msg and not _SURROGATE_HINT.search(data):
+                raise self._fail("truncated: the traceEvents array never closes")
+            found: dict[str, int] = {}
+            fixed = repair_json(data, found) if attempt == 0 else None
+            if fixed is None:
+                break
+            data = fixed
+            for k, v in found.items():
+                self.repairs[k] = self.repairs.get(k, 0) + v
+        raise self._fail(f"garbled JSON in traceEvents ({msg})")
+
     def _last(self, buf: bytes, start: int) -> Iterator[T]:
         """Decode the events from ``start`` to the end of the array, and what follows it."""
-        rest = buf[start:]
-        hi = len(rest)
-        for _ in range(_MAX_TRIES):
-            i = rest.rfind(b"]", 0, hi)
-            if i < 0:
-                break
-            hi = i
-            tail = rest[i + 1 :]
-            if self.is_array:
-                if tail.strip(_WS):
-                    continue
-            else:
-                try:
-                    after = _ANY.decode(b'{"traceEvents":null' + tail)
-                except msgspec.DecodeError:
-                    continue
-                after.pop("traceEvents", None)
-                self.top.update(after)
-            piece = rest[:i]
-            if not piece.strip(_WS):
-                return
-            value, _ = self._decode_piece(piece)
-            if value is None:
-                raise self._fail("truncated or garbled JSON in traceEvents")
-            yield value
-            return
-        raise self._fail("truncated: the traceEvents array or the object around it never closes")
+        data, end = self._array_end(b"[" + buf[start:])
+        tail = data[end:]
+        if self.is_array:
+            if tail.strip(_WS):
+                raise self._fail("garbled: data after the closing ']' of the event array")
+        else:
+            try:
+                after = _decode(_ANY, b'{"traceEvents":null' + tail, self.repairs)
+            except _Undecodable as exc:
+                if exc.at_end:
+                    raise self._fail(
+                        "truncated: the object around traceEvents never closes"
+                    ) from None
+                raise self._fail("garbled JSON after the traceEvents array") from None
+            after.pop("traceEvents", None)
+            self.top.update(after)
+        try:
+            value: T = _decode(self.decoder, data[:end], self.repairs)
+        except _Undecodable as exc:
+            raise self._fail(f"garbled JSON in traceEvents ({exc})") from None
+        yield value

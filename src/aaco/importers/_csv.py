@@ -7,9 +7,11 @@ column, as are legacy ``gpu-id`` and ``GPU_ID``. The body is read with ``pyarrow
 (multithreaded C++ parser) restricted to the columns an importer asks for, with the types it
 asks for, so timestamps are parsed straight into int64 and never pass through a float.
 
-Every failure becomes an :class:`InputError` naming the file: an empty file, a missing
-column, a row with fewer fields than the header (a truncated file), a value that does not
-parse as its column's type, a missing or reversed timestamp.
+Structural failures become an :class:`InputError` naming the file: an empty file, a missing
+column, a row with fewer or more fields than the header (a truncated or garbled file). Odd
+*values* do not: a cell that does not parse as its column's type is null (counted per column,
+see :mod:`aaco.importers._lenient`), a row with a missing or reversed timestamp is dropped
+(counted), a value beyond its column's range is null (counted).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from aaco.errors import InputError
+from aaco.importers._lenient import note_dropped, note_null, to_int
 from aaco.importers.base import read_head
 from aaco.session.schema import TableSpec
 
@@ -33,11 +36,13 @@ __all__ = [
     "CsvHeader",
     "check_times",
     "fill_table",
+    "lenient_array",
     "map_values",
     "norm",
     "pid_from_name",
     "read_columns",
     "read_header",
+    "time_mask",
 ]
 
 T = TypeVar("T")
@@ -123,39 +128,131 @@ def read_columns(
     expected: str,
     *,
     required: Sequence[str] = (),
+    times: tuple[str, str] | None = None,
 ) -> tuple[dict[str, pa.ChunkedArray], int]:
     """Read the columns ``types`` names (by key) that the file has; return them keyed, and rows.
 
     Keys in ``required`` must be present (InputError otherwise); the others are optional and
     simply absent from the result when the file lacks them. Every column of every row is
-    still tokenised, so a short (truncated) row anywhere is an error.
+    still tokenised, so a short (truncated) row anywhere is an error. A cell that does not
+    parse as its column's type is null and counted. ``times`` = (start key, end key): rows
+    whose start or end is missing, or whose end is before the start, are dropped and counted
+    (when the file has both columns).
     """
     header.require(required, expected)
     keys = header.keys
     wanted = {keys[k]: (k, t) for k, t in types.items() if k in keys}
     path = header.path
     try:
-        with path.open("rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        source: Any = pa.input_stream(str(path), compression="gzip") if gz else str(path)
-        table = pacsv.read_csv(
-            source,
-            read_options=pacsv.ReadOptions(use_threads=True, block_size=4 << 20),
-            convert_options=pacsv.ConvertOptions(
-                column_types={name: t for name, (_, t) in wanted.items()},
-                include_columns=list(wanted),
-                # an empty field is unknown (null), but a quoted "" name stays ""
-                strings_can_be_null=False,
-            ),
+        table = _read_csv(path, {name: t for name, (_, t) in wanted.items()})
+    except pa.ArrowInvalid as exc:
+        if "conversion error" not in str(exc):
+            raise _malformed(path, expected, exc) from None
+        # odd cells: read the typed columns as text and convert them value by value
+        text = {name: t if _is_text(t) else pa.string() for name, (_, t) in wanted.items()}
+        try:
+            table = _read_csv(path, text)
+        except pa.ArrowException as exc2:
+            raise _malformed(path, expected, exc2) from None
+        table = pa.table(
+            {
+                name: _lenient_cast(table.column(name), wanted[name][1], name)
+                for name in table.column_names
+            }
         )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise InputError(
-            f"{path}: truncated or malformed CSV, expected {expected}: {_one_line(exc)}"
-        ) from None
+    except pa.ArrowException as exc:
+        raise _malformed(path, expected, exc) from None
     except (OSError, EOFError) as exc:
         raise InputError(f"{path}: unreadable, expected {expected}: {_one_line(exc)}") from None
-    cols = {wanted[name][0]: table.column(name) for name in table.column_names}
-    return cols, table.num_rows
+    cols = {wanted[name][0]: _finite_only(table.column(name), name) for name in table.column_names}
+    n = table.num_rows
+    if times is not None and times[0] in cols and times[1] in cols:
+        ok = time_mask(cols[times[0]], cols[times[1]])
+        kept = pc.sum(ok).as_py() or 0
+        if kept < n:
+            cols = {k: c.filter(ok) for k, c in cols.items()}
+            n = kept
+    return cols, n
+
+
+def _read_csv(path: Path, types: Mapping[str, pa.DataType]) -> pa.Table:
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    source: Any = pa.input_stream(str(path), compression="gzip") if gz else str(path)
+    return pacsv.read_csv(
+        source,
+        read_options=pacsv.ReadOptions(use_threads=True, block_size=4 << 20),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict(types),
+            include_columns=list(types),
+            # an empty field is unknown (null), but a quoted "" name stays ""
+            strings_can_be_null=False,
+        ),
+    )
+
+
+def _malformed(path: Path, expected: str, exc: BaseException) -> InputError:
+    return InputError(f"{path}: truncated or malformed CSV, expected {expected}: {_one_line(exc)}")
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t)
+                or pa.types.is_dictionary(t))  # fmt: skip
+
+
+def _lenient_cast(col: pa.ChunkedArray, typ: pa.DataType, name: str) -> pa.ChunkedArray:
+    """Text cells to ``typ``; a cell that is not a number of that type is null and counted."""
+    if _is_text(typ):
+        return col
+    try:
+        return col.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    values = col.to_pylist()
+    if pa.types.is_integer(typ):
+        bits = typ.bit_width - (1 if pa.types.is_signed_integer(typ) else 0)
+        lo = -(1 << bits) if pa.types.is_signed_integer(typ) else 0
+        hi = (1 << bits) - 1
+        out: list[Any] = []
+        for v in values:
+            i = to_int(v) if v else None
+            out.append(i if i is not None and lo <= i <= hi else None)
+    else:
+        out = [_finite(v) for v in values]
+    note_null(name, sum(1 for v, o in zip(values, out, strict=True) if o is None and v))
+    return pa.chunked_array([pa.array(out, type=typ)], type=typ)
+
+
+def _finite_only(col: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    """A float column with NaN and infinities (``nan``, ``inf`` cells) as null, counted."""
+    if not pa.types.is_floating(col.type):
+        return col
+    bad = pc.fill_null(pc.invert(pc.is_finite(col)), False)
+    count = pc.sum(bad).as_py() or 0
+    if not count:
+        return col
+    note_null(name, count)
+    return pc.if_else(bad, pa.scalar(None, col.type), col)
+
+
+def _finite(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def time_mask(start: pa.ChunkedArray | pa.Array, end: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Rows with both timestamps and end >= start; the others are counted as dropped."""
+    ok = pc.fill_null(pc.greater_equal(end, start), False)
+    missing = pc.sum(pc.or_(pc.is_null(start), pc.is_null(end))).as_py() or 0
+    kept = pc.sum(ok).as_py() or 0
+    note_dropped("start/end timestamp missing or not a number", missing)
+    note_dropped("end timestamp before start", len(ok) - kept - missing)
+    return ok if isinstance(ok, pa.Array) else ok.combine_chunks()
 
 
 def check_times(
@@ -223,15 +320,41 @@ def fill_table(path: Path, spec: TableSpec, n: int, cols: Mapping[str, Any]) -> 
     if unknown:
         raise ValueError(f"table {spec.name}: unknown columns {unknown}")
     arrays: list[pa.Array | pa.ChunkedArray] = []
-    try:
-        for c in spec.columns:
-            v = cols.get(c.name)
+    for c in spec.columns:
+        v = cols.get(c.name)
+        try:
             if v is None:
                 arrays.append(pa.nulls(n, c.type))
             elif isinstance(v, (pa.Array, pa.ChunkedArray)):
                 arrays.append(v if v.type == c.type else v.cast(c.type))
             else:
                 arrays.append(pa.repeat(pa.scalar(v, type=c.type), n))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"{path}: value out of range for {spec.name}: {_one_line(exc)}") from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+            # e.g. a register count beyond int32: that value is unknown, the rest is kept
+            arrays.append(_cast_or_null(v, c.type, f"{spec.name}.{c.name}", n))
     return pa.Table.from_arrays(arrays, schema=spec.schema)
+
+
+def _cast_or_null(v: Any, typ: pa.DataType, field: str, n: int) -> pa.Array:
+    """``v`` (array or scalar) as ``typ`` value by value; what does not fit is null, counted."""
+    values = v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else [v] * n
+    return lenient_array(values, typ, field)
+
+
+def lenient_array(values: Sequence[Any], typ: pa.DataType, field: str) -> pa.Array:
+    """``pa.array(values, typ)``, except that a value that does not fit ``typ`` (text in a
+    number column, an int beyond int32) is null and counted as an odd value of ``field``."""
+    try:
+        return pa.array(values, type=typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass
+    out: list[Any] = []
+    for x in values:
+        try:
+            out.append(None if x is None else pa.scalar(x, type=typ).as_py())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            out.append(None)
+    note_null(
+        field, sum(1 for x, o in zip(values, out, strict=True) if o is None and x is not None)
+    )
+    return pa.array(out, type=typ)

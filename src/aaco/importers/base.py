@@ -17,6 +17,9 @@ Rules every importer follows:
 * Times become integer nanoseconds (``*_ns`` columns) on the trace's own clock.
 * A file that is not in the format, is truncated or is garbled raises :class:`InputError`
   with a one-line message naming the file and what was expected. Nothing is half-returned.
+* One odd value never rejects a well-formed file: a field that does not parse is null, a
+  row that cannot be placed in time is left out, and both are counted in
+  ``meta["odd_values"]`` / ``meta["dropped_rows"]`` (see :mod:`aaco.importers._lenient`).
 * Unknown values are null, never a made-up default.
 
 Example::
@@ -28,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +153,6 @@ def read_head(path: Path, size: int = SNIFF_BYTES) -> bytes:
     with open_binary(path) as f:
         try:
             data: bytes = f.read(size)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):
             return b""
         return data

@@ -11,11 +11,20 @@ sit on ``pid`` = device, ``tid`` = stream. ROCm builds keep the categories but n
 rather than on the kernel. Generic Chrome traces (a top-level array of events) are read the
 same way; whatever categories they lack simply give empty tables.
 
-Speed: events are decoded by msgspec into typed structs that hold only the fields used here,
-one piece of a few MB at a time (:mod:`aaco.importers._chrome_json`), and each piece is turned
-into column lists right away (names stored once per distinct name), so memory is bounded by
-the columns kept. Flow (``s``/``f``), metadata (``M``), instant (``i``), counter (``C``),
+Speed: events are decoded by msgspec into structs that hold only the fields used here, one
+piece of a few MB at a time (:mod:`aaco.importers._chrome_json`), and each piece is turned into
+column lists right away (names stored once per distinct name), so memory is bounded by the
+columns kept. Flow (``s``/``f``), metadata (``M``), instant (``i``), counter (``C``),
 ``python_function`` and ``overhead`` events are counted in ``meta`` but not tabled.
+
+Leniency: the struct fields accept any JSON value, so an odd value in one event (Inductor's
+``"grid": "grid(512,)"``, a stream as text) never fails the decoder. Each column is then
+checked with one C-level pass over the types of its values; a column of the expected types
+goes the fast way, any other is coerced value by value: numeric text and integral floats
+are read, anything else is null and counted in ``meta["odd_values"]`` (by field); an event
+without a usable ``ts``/``dur``/``name`` is left out and counted in ``meta["dropped_rows"]``.
+``displayTimeUnit`` is a display hint: ``ts``/``dur`` are microseconds whatever it says (as
+HTA and Perfetto read them); it is recorded in ``meta["clock"]``.
 
 Example::
 
@@ -25,12 +34,14 @@ Example::
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import re
 import resource
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,6 +52,7 @@ import pyarrow as pa
 
 from aaco.errors import InputError
 from aaco.importers._chrome_json import DEFAULT_CHUNK_BYTES, ChromeJsonReader
+from aaco.importers._lenient import OddValues, to_int
 from aaco.importers.base import Importer, TraceTables
 from aaco.session.schema import ANNOTATIONS, API_CALLS, KERNELS, MEMCPY, OPS
 
@@ -137,19 +149,23 @@ def memcpy_kind(name: str, arg_kind: object = None) -> str:
     return "unknown"
 
 
+# Every field is decoded as whatever JSON value the file holds (``Any``): one event with an
+# odd value (a Triton launch's ``"grid": "grid(512,)"``, a string ``"stream"``) must not make
+# the decoder reject the piece. Values are checked and coerced per column afterwards, where
+# a column of the expected types takes a C-level fast path (see _Collector).
 class _Args(msgspec.Struct, gc=False):
     """The args keys read here; every other key is skipped by the decoder."""
 
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | str | None = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    registers: int | float | None = msgspec.field(default=None, name="registers per thread")
-    shared: int | float | None = msgspec.field(default=None, name="shared memory")
-    nbytes: int | float | None = msgspec.field(default=None, name="bytes")
-    kind: str | int | None = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    device: Any = None
+    stream: Any = None
+    grid: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared: Any = msgspec.field(default=None, name="shared memory")
+    nbytes: Any = msgspec.field(default=None, name="bytes")
+    kind: Any = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
@@ -157,39 +173,32 @@ _NO_ARGS = _Args()
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: int | float | None = None
-    dur: int | float | None = None
-    args: _Args | None = None
+    ph: Any = ""
+    cat: Any = ""
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | list[Any] | str | int | float | bool | None = None
 
 
-_DECODER = msgspec.json.Decoder(list[_Event])
+# an element of traceEvents that is not an object decodes as itself and is skipped
+_DECODER = msgspec.json.Decoder(list[_Event | list[Any] | str | int | float | bool | None])
 _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
     attrgetter(f) for f in ("name", "pid", "tid", "ts", "dur", "args")
 )
 _EXT, _CORR, _DEVICE, _STREAM, _GRID, _BLOCK = (
     attrgetter(f) for f in ("external_id", "correlation", "device", "stream", "grid", "block")
 )
-_REGS, _SHARED, _NBYTES, _DIMS = (
-    attrgetter(f) for f in ("registers", "shared", "nbytes", "input_dims")
+_REGS, _SHARED, _NBYTES, _DIMS, _KIND = (
+    attrgetter(f) for f in ("registers", "shared", "nbytes", "input_dims", "kind")
 )
-
-
-def _int_or_none(v: int | str | None) -> int | None:
-    """pid/tid/stream as an int: ints as they are, numeric strings ("0x0", "7") parsed."""
-    if v is None or type(v) is int:
-        return v
-    try:
-        return int(str(v), 0)
-    except ValueError:
-        try:
-            return int(str(v))
-        except ValueError:
-            return None
+# the key of meta["odd_values"] for each int column, as the file spells the field
+_FIELD = {"ext": "args.External id", "corr": "args.correlation", "device": "args.device",
+          "stream": "args.stream", "grid": "args.grid", "block": "args.block",
+          "regs": "args.registers per thread", "shared": "args.shared memory",
+          "nbytes": "args.bytes", "pid": "pid", "tid": "tid"}  # fmt: skip
 
 
 #: null marker inside int64 columns until they become Arrow arrays with a validity mask
@@ -218,22 +227,44 @@ class _Names:
         return list(self.index)
 
 
-def _ints(values: list[Any]) -> np.ndarray:
-    """A column of ints (pid/tid/stream may be strings like "0x0", None is null) as int64."""
-    try:
-        # all ints (or floats, truncated): one C loop
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    if values.count(None) == len(values):
-        return np.full(len(values), _NULL, dtype=np.int64)
-    try:
-        # ints and nulls: still a C loop, through Arrow's converter
-        return _fill_null(pa.array(values, type=pa.int64()))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        pass
-    out = [_int_or_none(v) if type(v) is not float else int(v) for v in values]
-    return np.array([_NULL if v is None else v for v in out], dtype=np.int64)
+_NONE = type(None)
+_ONLY_INT = frozenset({int})
+_INT_OR_NONE = frozenset({int, _NONE})
+_NUMBERS = frozenset({int, float})
+_LIST_OR_NONE = frozenset({list, _NONE})
+# |ts| beyond this many us overflows int64 ns
+_MAX_US = np.iinfo(np.int64).max // 1000
+# (digit counts bounded: Python refuses to convert int text of over 4300 digits)
+_US_TEXT = re.compile(r"\s*(-?)(\d{1,20})(?:\.(\d{0,30}))?\s*")
+_DIM_TEXT = re.compile(
+    r"\s*[\[(]?\s*(\d{1,20})\s*(?:,\s*(\d{1,20})\s*)?(?:,\s*(\d{1,20})\s*)?,?\s*[\])]?\s*"
+)
+
+
+def _ints(values: list[Any]) -> tuple[np.ndarray, int]:
+    """A column of integer ids as int64 with _NULL markers, and how many values were odd.
+
+    Ints (None is null) take a C-level path; anything else goes through
+    :func:`~aaco.importers._lenient.to_int` (integral floats, decimal or ``"0x1a"`` text),
+    and a present value it cannot read is null and counted.
+    """
+    types = set(map(type, values))
+    if types <= _ONLY_INT:
+        try:
+            return np.array(values, dtype=np.int64), 0
+        except OverflowError:
+            pass
+    elif types <= _INT_OR_NONE:
+        if types == {_NONE}:
+            return np.full(len(values), _NULL, dtype=np.int64), 0
+        try:
+            # ints and nulls: still a C loop, through Arrow's converter
+            return _fill_null(pa.array(values, type=pa.int64())), 0
+        except (pa.ArrowInvalid, OverflowError):
+            pass
+    out = list(map(to_int, values))
+    bad = sum(1 for v, o in zip(values, out, strict=True) if o is None and v is not None)
+    return np.array([_NULL if o is None else o for o in out], dtype=np.int64), bad
 
 
 def _fill_null(arr: pa.Array) -> np.ndarray:
@@ -250,52 +281,145 @@ def _fill_null(arr: pa.Array) -> np.ndarray:
     return out
 
 
-def _dims3(vecs: list[list[int] | None]) -> np.ndarray:
-    """grid/block lists [x, y, z] as an (n, 3) int64 array (null where absent)."""
+def _vec3(v: Any) -> tuple[int | None, int | None, int | None] | None:
+    """A grid/block value as (x, y, z); None when it is not one (absent axes are None).
+
+    Lists of up to three ints are what Kineto writes; text such as ``"[4, 2, 1]"`` or
+    ``"(4, 2, 1)"``, a ``{"x", "y", "z"}`` object or a bare number (x only) are read too.
+    """
+    parts: list[Any]
+    if isinstance(v, list):
+        parts = v
+    elif isinstance(v, str):
+        m = _DIM_TEXT.fullmatch(v)
+        if m is None:
+            return None
+        parts = [int(g) for g in m.groups() if g is not None]
+    elif isinstance(v, dict):
+        parts = [v.get("x"), v.get("y"), v.get("z")]
+        while parts and parts[-1] is None:
+            parts.pop()
+    elif type(v) is int:
+        parts = [v]
+    else:
+        return None
+    if not 1 <= len(parts) <= 3:
+        return None
+    ints = [to_int(p) for p in parts]
+    if None in ints:
+        return None
+    ints += [None] * (3 - len(ints))
+    return ints[0], ints[1], ints[2]
+
+
+def _dims3(vecs: list[Any]) -> tuple[np.ndarray, int]:
+    """grid/block values as an (n, 3) int64 array (null where absent), and the odd count."""
     n = len(vecs)
     out = np.full((n, 3), _NULL, dtype=np.int64)
-    nones = vecs.count(None)
-    if nones == n:
-        return out
-    rows: Any = slice(None)
-    present: list[Any] = vecs
-    if nones:
-        rows = [i for i, v in enumerate(vecs) if v is not None]
-        present = [vecs[i] for i in rows]
-    try:
-        arr = np.array(present, dtype=np.int64)
-        if arr.ndim == 2 and arr.shape[1] == 3:
-            out[rows] = arr
-            return out
-    except (TypeError, ValueError, OverflowError):
-        pass
-    # ragged or short vectors: element by element
-    for i in range(3):
-        out[:, i] = [v[i] if v is not None and len(v) > i else _NULL for v in vecs]
-    return out
+    types = set(map(type, vecs))
+    if types <= {_NONE}:
+        return out, 0
+    if types <= _LIST_OR_NONE:
+        rows: Any = slice(None)
+        present: list[Any] = vecs
+        if _NONE in types:
+            rows = [i for i, v in enumerate(vecs) if v is not None]
+            present = [vecs[i] for i in rows]
+        # lists of exactly three ints, the usual case: one C loop
+        if set(map(len, present)) == {3} and set(map(type, chain.from_iterable(present))) <= {int}:
+            try:
+                out[rows] = np.array(present, dtype=np.int64)
+                return out, 0
+            except OverflowError:
+                pass
+    bad = 0
+    for i, v in enumerate(vecs):
+        if v is None:
+            continue
+        xyz = _vec3(v)
+        if xyz is None:
+            bad += 1
+            continue
+        out[i] = [_NULL if c is None else c for c in xyz]
+    return out, bad
 
 
-def _us_to_ns(values: list[Any], path: Path, what: str) -> np.ndarray:
-    """Microseconds (ints or floats with up to 3 decimals) to int64 ns: round(us * 1000).
+def _us_text(v: Any) -> int | None:
+    """One ts/dur value in us (number or numeric text) as int ns; None when there is none."""
+    if type(v) is int:
+        return v * 1000 if -_MAX_US <= v <= _MAX_US else None
+    if type(v) is float:
+        if not (math.isfinite(v) and -_MAX_US <= v <= _MAX_US):
+            return None
+        whole = math.floor(v)
+        return whole * 1000 + round((v - whole) * 1000)
+    if not isinstance(v, str):
+        return None
+    m = _US_TEXT.fullmatch(v)
+    if m is None:
+        try:
+            return _us_text(float(v))  # "1e3"
+        except ValueError:
+            return None
+    # decimal text is scaled exactly (Perfetto reads numeric strings the same way)
+    sign, whole_text, frac = m.groups()
+    frac = (frac or "") + "0000"
+    ns = int(whole_text) * 1000 + int(frac[:3]) + (frac[3] >= "5")
+    ns = -ns if sign else ns
+    return ns if abs(ns) <= _MAX_US * 1000 else None
+
+
+def _us_to_ns(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Microseconds to int64 ns, round(us * 1000), and a mask of the values that were usable.
 
     The integer part is scaled exactly in int64 so that epoch-based timestamps (1.7e15 us)
-    keep ns precision; only the fraction goes through floating point.
+    keep ns precision; only the fraction goes through floating point. Numbers take a C-level
+    path; numeric text is read exactly; anything else (missing, null, text, NaN) is unusable.
     """
-    if not values:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        arr = np.array(values)
-    except (ValueError, OverflowError):
-        arr = np.array(values, dtype=object)
-    if arr.dtype.kind == "i":
-        return arr.astype(np.int64) * 1000
-    # a missing ts/dur (None) makes an object array; reject it with NaN and infinities
-    if arr.dtype.kind != "f" or not np.isfinite(arr).all():
-        raise InputError(f"{path}: {what} event without a numeric ts/dur; expected {_EXPECTED}")
-    farr = arr
-    whole = np.floor(farr)
-    ns: np.ndarray = whole.astype(np.int64) * 1000 + np.rint((farr - whole) * 1000).astype(np.int64)
-    return ns
+    n = len(values)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
+    types = set(map(type, values))
+    if types <= _ONLY_INT:
+        try:
+            arr = np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            ok = np.abs(arr) <= _MAX_US
+            return np.where(ok, arr, 0) * 1000, ok
+    elif types <= _NUMBERS:
+        farr = np.array(values, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(farr) & (np.abs(farr) <= _MAX_US)
+        f = np.where(ok, farr, 0.0)
+        whole = np.floor(f)
+        ns: np.ndarray = whole.astype(np.int64) * 1000 + np.rint((f - whole) * 1000).astype(
+            np.int64
+        )
+        return ns, ok
+    out = list(map(_us_text, values))
+    ok = np.fromiter((o is not None for o in out), dtype=bool, count=n)
+    return np.array([0 if o is None else o for o in out], dtype=np.int64), ok
+
+
+def _labels(values: list[Any]) -> tuple[list[Any], int]:
+    """cat/ph values: strings as they are, anything else "" (unknown); the odd count."""
+    if set(map(type, values)) <= {str}:
+        return values, 0
+    out = [v if type(v) is str else "" for v in values]
+    bad = sum(1 for v in values if type(v) is not str and v is not None)
+    return out, bad
+
+
+def _event_names(values: list[Any]) -> tuple[list[Any], np.ndarray | None]:
+    """Event names: strings, and numbers as their text; a mask of the usable ones (None when
+    all are). Every table declares its name column non-null, so an event whose name is null,
+    a list or an object cannot be tabled."""
+    if set(map(type, values)) <= {str}:
+        return values, None
+    out = [v if type(v) is str else str(v) if type(v) in (int, float) else None for v in values]
+    return out, np.fromiter((v is not None for v in out), dtype=bool, count=len(out))
 
 
 class _Table:
@@ -356,6 +480,10 @@ class _Collector:
         self.memcpy = _Table()
         self.api = _Table()
         self.ann = _Table()
+        self.odd = OddValues()
+        # codes of cat_ids / ph_ids inspected so far, and those that are not text
+        self._labels_checked = [len(self.cat_ids), len(self.ph_ids)]
+        self._bad_labels: tuple[dict[int, bool], dict[int, bool]] = ({}, {})
 
     @property
     def categories(self) -> dict[str, int]:
@@ -365,14 +493,27 @@ class _Collector:
     def phases(self) -> dict[str, int]:
         return {p: int(k) for p, k in zip(self.ph_ids, self.ph_counts, strict=False) if k}
 
-    def add(self, events: list[_Event]) -> None:
-        """Columns of one decoded piece; every per-event step is a C-level loop (map)."""
+    def add(self, events: list[Any]) -> None:
+        """Columns of one decoded piece; every per-event step is a C-level loop (map) as
+        long as the values have the expected types (odd ones take a slower, counted path)."""
         n = len(events)
         if not n:
             return
+        try:
+            # the fast way: every entry an event, every cat/ph hashable
+            cc = np.fromiter(map(self.cat_ids.__getitem__, map(_CAT, events)), np.int32, n)
+            pc = np.fromiter(map(self.ph_ids.__getitem__, map(_PH, events)), np.int32, n)
+        except (AttributeError, TypeError):
+            # an entry that is not an object, or a cat/ph that is a list or an object
+            events, cc, pc = self._codes_one_by_one(events)
+            n = len(events)
+            if not n:
+                return
+        checked = self._labels_checked
+        if (len(self.cat_ids) > checked[0] or len(self.ph_ids) > checked[1]
+                or self._bad_labels[0] or self._bad_labels[1]):  # fmt: skip
+            self._unknown_labels(cc, pc)
         self.total += n
-        cc = np.fromiter(map(self.cat_ids.__getitem__, map(_CAT, events)), np.int32, n)
-        pc = np.fromiter(map(self.ph_ids.__getitem__, map(_PH, events)), np.int32, n)
         self.cat_counts = _bump(self.cat_counts, cc)
         self.ph_counts = _bump(self.ph_counts, pc)
         table = _TABLE_OF[np.minimum(cc, len(_CATS))]
@@ -391,6 +532,40 @@ class _Collector:
             if lo < hi:
                 self._put(t, tab, rows[lo:hi], cat[lo:hi])
 
+    def _codes_one_by_one(self, events: list[Any]) -> tuple[list[_Event], Any, Any]:
+        """Category and phase codes the slow way: entries that are not events left out, a
+        cat/ph that is not text treated as absent; both counted."""
+        kept = [e for e in events if type(e) is _Event]
+        self.odd.drop("traceEvents: entry is not an object", len(events) - len(kept))
+        cats, bad = _labels(list(map(_CAT, kept)))
+        self.odd.null("cat", bad)
+        phs, bad = _labels(list(map(_PH, kept)))
+        self.odd.null("ph", bad)
+        cc = np.fromiter(map(self.cat_ids.__getitem__, cats), np.int32, len(kept))
+        pc = np.fromiter(map(self.ph_ids.__getitem__, phs), np.int32, len(kept))
+        return kept, cc, pc
+
+    def _unknown_labels(self, cc: np.ndarray, pc: np.ndarray) -> None:
+        """Codes given to a cat/ph that is not text (a number, null) are recoded, in place, as
+        absent (""), and counted unless null. Only the few distinct values are inspected,
+        each once."""
+        for i, (ids, codes, field) in enumerate(((self.cat_ids, cc, "cat"),
+                                                  (self.ph_ids, pc, "ph"))):  # fmt: skip
+            start = self._labels_checked[i]
+            if len(ids) > start:
+                for code, key in enumerate(list(ids)[start:], start):
+                    if type(key) is not str:
+                        self._bad_labels[i][code] = key is not None
+                self._labels_checked[i] = len(ids)
+            bad = self._bad_labels[i]
+            if not bad:
+                continue
+            odd = np.isin(codes, list(bad))
+            if odd.any():
+                counted = [code for code, count in bad.items() if count]
+                self.odd.null(field, int(np.isin(codes, counted).sum()) if counted else 0)
+                codes[odd] = ids[""]
+
     def export(self) -> dict[str, Any]:
         """The collected columns as plain data (to hand from a worker process to the parent)."""
         tables = {}
@@ -404,6 +579,7 @@ class _Collector:
             "total": self.total,
             "tabled": self.tabled,
             "tables": tables,
+            "odd": self.odd.meta(),
         }
 
     def absorb(self, part: dict[str, Any]) -> None:
@@ -417,6 +593,7 @@ class _Collector:
             self.ph_counts = _bump(self.ph_counts, np.full(k, self.ph_ids[ph], dtype=np.int32))
         self.total += part["total"]
         self.tabled += part["tabled"]
+        self.odd.merge(part["odd"])
         for t, tab in enumerate(self._tables()):
             cols = dict(part["tables"][t])
             if "name" in cols:
@@ -431,50 +608,85 @@ class _Collector:
 
     def _put(self, t: int, tab: _Table, evs: list[_Event], cat: np.ndarray) -> None:
         """The columns that table ``t`` uses, for its rows ``evs`` of one piece."""
+        start, ok_start = _us_to_ns(list(map(_TS, evs)))
+        dur, ok_dur = _us_to_ns(list(map(_DUR, evs)))
+        names, ok_name = _event_names(list(map(_NAME, evs)))
+        ok = ok_start & ok_dur & (dur >= 0)
+        if ok_name is not None:
+            ok &= ok_name
+        if not ok.all():
+            # an event that cannot be placed in time or named is left out, and counted
+            self.odd.drop("ts: missing, not a number or out of range", int((~ok_start).sum()))
+            self.odd.drop(
+                "dur: missing, not a number or out of range", int((ok_start & ~ok_dur).sum())
+            )
+            self.odd.drop("dur: negative", int((ok_start & ok_dur & (dur < 0)).sum()))
+            if ok_name is not None:
+                named = ok_start & ok_dur & (dur >= 0) & ~ok_name
+                self.odd.drop("name: not a string", int(named.sum()))
+            keep = np.flatnonzero(ok)
+            self.tabled -= len(evs) - len(keep)
+            evs = list(map(evs.__getitem__, keep.tolist()))
+            names = list(map(names.__getitem__, keep.tolist()))
+            start, dur, cat = start[keep], dur[keep], cat[keep]
+            if not evs:
+                return
         m = len(evs)
-        tab.put(
-            name=self.names.encode(map(_NAME, evs), m),
-            pid=_ints(list(map(_PID, evs))),
-            tid=_ints(list(map(_TID, evs))),
-            start=_us_to_ns(list(map(_TS, evs)), self.path, _CATS[cat[0]] if t > 1 else "tabled"),
-            dur=_us_to_ns(list(map(_DUR, evs)), self.path, _CATS[cat[0]] if t > 1 else "tabled"),
-        )
+        tab.put(name=self.names.encode(names, m), pid=self._ints("pid", map(_PID, evs)),
+                tid=self._ints("tid", map(_TID, evs)), start=start, dur=dur)  # fmt: skip
         if t in (_MEMCPY, _API, _ANN):
             tab.put(cat=cat)
         if t == _ANN:
             return
         args = list(map(_ARGS, evs))
-        if None in args:
-            args = [a if a is not None else _NO_ARGS for a in args]
-        tab.put(ext=_ints(list(map(_EXT, args))))
+        types = set(map(type, args))
+        if types != {_Args}:
+            self.odd.null("args", sum(1 for a in args if type(a) is not _Args and a is not None))
+            args = [a if type(a) is _Args else _NO_ARGS for a in args]
+        tab.put(ext=self._ints("ext", map(_EXT, args)))
         if t == _OPS:
             tab.put(dims=self.shapes.encode(map(bytes, map(_DIMS, args)), m))
             return
-        tab.put(corr=_ints(list(map(_CORR, args))), device=_ints(list(map(_DEVICE, args))))
+        tab.put(corr=self._ints("corr", map(_CORR, args)),
+                device=self._ints("device", map(_DEVICE, args)))  # fmt: skip
         if t != _API:
-            tab.put(stream=_ints(list(map(_STREAM, args))))
+            tab.put(stream=self._ints("stream", map(_STREAM, args)))
         if t != _MEMCPY:
-            grid = _dims3(list(map(_GRID, args)))
-            block = _dims3(list(map(_BLOCK, args)))
+            grid = self._dims3("grid", map(_GRID, args))
+            block = self._dims3("block", map(_BLOCK, args))
             tab.put(gx=grid[:, 0], gy=grid[:, 1], gz=grid[:, 2],
                     bx=block[:, 0], by=block[:, 1], bz=block[:, 2])  # fmt: skip
         if t == _KERNELS:
-            tab.put(regs=_ints(list(map(_REGS, args))), shared=_ints(list(map(_SHARED, args))))
+            tab.put(regs=self._ints("regs", map(_REGS, args)),
+                    shared=self._ints("shared", map(_SHARED, args)))  # fmt: skip
         elif t == _MEMCPY:
-            kinds = [a.kind if isinstance(a.kind, str) else "" for a in args]
-            tab.put(nbytes=_ints(list(map(_NBYTES, args))), kind=self.shapes.encode(kinds, m))
+            kinds = [k if type(k) is str else "" for k in map(_KIND, args)]
+            tab.put(nbytes=self._ints("nbytes", map(_NBYTES, args)),
+                    kind=self.shapes.encode(kinds, m))  # fmt: skip
+
+    def _ints(self, key: str, values: Iterable[Any]) -> np.ndarray:
+        arr, bad = _ints(list(values))
+        self.odd.null(_FIELD[key], bad)
+        return arr
+
+    def _dims3(self, key: str, values: Iterable[Any]) -> np.ndarray:
+        arr, bad = _dims3(list(values))
+        self.odd.null(_FIELD[key], bad)
+        return arr
 
     # -- building the tables -------------------------------------------------------------
 
     def _times(self, t: _Table, what: str) -> tuple[np.ndarray, np.ndarray]:
-        start, dur = t.col("start"), t.col("dur")
-        if (dur < 0).any():
-            raise InputError(f"{self.path}: {what} event with a negative dur; expected {_EXPECTED}")
-        return start, dur
+        # events without a usable ts/dur were dropped (and counted) as they were collected
+        return t.col("start"), t.col("dur")
 
     def build(self, top: dict[str, Any]) -> TraceTables:
         names = self.names.values()
-        shapes = [v.decode() if isinstance(v, bytes) else v for v in self.shapes.values()]
+        # Input Dims stay raw bytes until here; msgspec does not check them for UTF-8
+        shapes = [
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+            for v in self.shapes.values()
+        ]
 
         # annotations, and the step windows that give iterations
         an = self.ann
@@ -682,6 +894,7 @@ class _Collector:
         else:
             flavour = "cpu"
         base = top.get("baseTimeNanoseconds")
+        unit = top.get("displayTimeUnit")
         return {
             "tool": "pytorch-profiler",
             "format": "kineto-chrome",
@@ -689,20 +902,24 @@ class _Collector:
             "flavour": flavour,
             "schema_version": top.get("schemaVersion"),
             "devices": devices,
-            "rank": rank if isinstance(rank, int) else None,
-            "world_size": dist.get("world_size") if isinstance(dist, dict) else None,
+            "rank": rank if type(rank) is int else None,
+            "world_size": _int_or_none(dist.get("world_size")) if isinstance(dist, dict) else None,
             "trace_name": top.get("traceName"),
             "clock": {
                 "unit": "us",
                 "converted_to": "ns",
                 "origin": "trace",
-                "base_time_ns": base if isinstance(base, int) else None,
+                "base_time_ns": base if type(base) is int else None,
+                # a display hint only: ts/dur are us whatever it says (Chrome trace format,
+                # HTA and Perfetto's trace processor all read them so)
+                "display_time_unit": unit if isinstance(unit, str) else None,
             },
             "event_count": self.total,
             "events_by_category": dict(sorted(self.categories.items())),
             "events_by_phase": dict(sorted(self.phases.items())),
             "tabled_events": self.tabled,
             "skipped_events": self.total - self.tabled,
+            **self.odd.meta(),
         }
 
 
@@ -802,6 +1019,10 @@ def _strings(codes: np.ndarray, values: Sequence[str | None]) -> pa.Array:
     )
 
 
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
 def _looks_like_ort(head: bytes) -> bool:
     return re.search(rb'"cat"\s*:\s*"(Session|Node|Kernel)"', head) is not None
 
@@ -848,6 +1069,7 @@ class KinetoImporter(Importer):
                 col.add(events)
         except MemoryError:
             raise InputError(f"{path}: trace too large for memory") from None
+        col.odd.merge({"odd_values": reader.repairs})
         tables = col.build(reader.top)
         tables.meta["text_bytes"] = reader.text_bytes
         tables.meta["layout"] = "array" if reader.is_array else "object"
@@ -910,6 +1132,8 @@ class KinetoImporter(Importer):
             return None
         col.absorb(part["collector"])
         del part["collector"]
+        col.odd.merge({"odd_values": reader.repairs})
+        col.odd.merge({"odd_values": part["repairs"]})
         reader.top.update(part["top"])
         tables = col.build(reader.top)
         # the separator between the halves is read by neither
@@ -960,6 +1184,7 @@ def _child(path: Path, chunk_bytes: int, span: tuple[int, int | None, bool], wfd
             "collector": col.export(),
             "top": reader.top,
             "text_bytes": reader.text_bytes,
+            "repairs": reader.repairs,
         }
         del col
         out["memory"] = {

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aaco.errors import InputError
+from aaco.importers._lenient import note_dropped, note_null
 from aaco.session.schema import KERNELS, MEMCPY, OPS, ORT_RUNS
 
 __all__ = ["SOURCE", "OrtProfile", "parse_ort_profile"]
@@ -162,6 +163,8 @@ def parse_ort_profile(
         raise ValueError(f"skip_runs must be >= 0, got {skip_runs}")
     path = Path(path)
     cols = _read(path)
+    if cols.dropped and not (cols.names or cols.k_names or cols.run_spans or cols.session_events):
+        raise InputError(f"{path}: no usable event ({cols.dropped} unusable), {_EXPECTED}")
     return cols.build(skip_runs, original_map or {})
 
 
@@ -192,6 +195,8 @@ class _Columns:
         self.k_args: tuple[list[str | None], ...] = tuple([] for _ in _KERNEL_ARGS)
         self._last_node = -1
         self._node_by_name: dict[str, int] = {}
+        # events left out as unusable; a file of nothing else is not an ORT profile
+        self.dropped = 0
 
     def line(self, line: str) -> bool:
         """Take one event line in ORT's own layout; False when the line is not in it."""
@@ -209,9 +214,14 @@ class _Columns:
             # expected and the line is left to the JSON decoder.
             if find(_OP_NAME_KEY, start) < 0:
                 return False
+            try:
+                start_ns = int(ts) * 1000 if ts.isdigit() else _text_us_to_ns(ts)
+                dur_ns = int(dur) * 1000 if dur.isdigit() else _text_us_to_ns(dur)
+            except (ValueError, OverflowError):
+                return False  # e.g. "1e999": the JSON path drops and counts it
             self._node_seen(name[: -len(_KERNEL_SUFFIX)])
-            self.starts.append(int(ts) * 1000 if ts.isdigit() else _text_us_to_ns(ts))
-            self.durs.append(int(dur) * 1000 if dur.isdigit() else _text_us_to_ns(dur))
+            self.starts.append(start_ns)
+            self.durs.append(dur_ns)
             self.tids.append(int(tid))
             for key, n, col in self._fast_keys:
                 i = find(key, start)
@@ -223,34 +233,50 @@ class _Columns:
             sm = _SHAPE.match(line, i + len(_OUT_SHAPE_KEY)) if i >= 0 else None
             self.out_shapes.append(sm.group() if sm else _find_shape(line, _OUT_SHAPE_KEY, start))
         elif cat == "Session":
-            self._session(name, _text_us_to_ns(ts), _text_us_to_ns(dur))
+            try:
+                self._session(name, _text_us_to_ns(ts), _text_us_to_ns(dur))
+            except (ValueError, OverflowError):
+                return False
         elif cat == "Kernel":
+            try:
+                k_ts, k_dur = _text_us_to_ns(ts), _text_us_to_ns(dur)
+            except (ValueError, OverflowError):
+                return False
             start = m.end()
             find = line.find
             values: list[str | None] = []
             for key, n in _KERNEL_KEYS:
                 i = find(key, start)
                 values.append(line[i + n : find('"', i + n)] if i >= 0 else None)
-            self._kernel(name, _text_us_to_ns(ts), _text_us_to_ns(dur), values)
+            self._kernel(name, k_ts, k_dur, values)
         return True
 
     def event(self, ev: Any, number: int) -> None:
         """Take one decoded event."""
         if not isinstance(ev, dict) or "ph" not in ev or "ts" not in ev or "name" not in ev:
-            raise InputError(f"{self.path}: event {number} lacks ph/ts/name, {_EXPECTED}")
+            note_dropped("event: not an object with ph, ts and name")
+            self.dropped += 1
+            return
         cat = ev.get("cat")
         name = ev["name"]
-        if not isinstance(name, str):
+        if not isinstance(name, str) or cat not in ("Node", "Session", "Kernel"):
+            return
+        if cat == "Node" and not name.endswith(_KERNEL_SUFFIX):
+            return
+        ts = self._us_to_ns(ev["ts"])
+        dur = self._us_to_ns(ev.get("dur", 0))
+        if ts is None or dur is None or dur < 0:
+            # an event that cannot be placed in time is left out, and counted
+            note_dropped(f"{cat} event: ts/dur missing, negative or not a number")
+            self.dropped += 1
             return
         if cat == "Node":
-            if not name.endswith(_KERNEL_SUFFIX):
-                return
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
             self._node_seen(name[: -len(_KERNEL_SUFFIX)])
-            self.starts.append(self._us_to_ns(ev["ts"], number))
-            self.durs.append(self._us_to_ns(ev.get("dur", 0), number))
+            self.starts.append(ts)
+            self.durs.append(dur)
             tid = ev.get("tid")
             self.tids.append(tid if isinstance(tid, int) and not isinstance(tid, bool) else None)
             for key, col in zip(_STR_ARGS, self.str_args, strict=True):
@@ -259,15 +285,13 @@ class _Columns:
             self.in_shapes.append(_shape_text(args.get("input_type_shape")))
             self.out_shapes.append(_shape_text(args.get("output_type_shape")))
         elif cat == "Session":
-            ts = self._us_to_ns(ev["ts"], number)
-            self._session(name, ts, self._us_to_ns(ev.get("dur", 0), number))
-        elif cat == "Kernel":
+            self._session(name, ts, dur)
+        else:
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
             values = [_arg_text(args.get(key)) for key in _KERNEL_ARGS]
-            ts = self._us_to_ns(ev["ts"], number)
-            self._kernel(name, ts, self._us_to_ns(ev.get("dur", 0), number), values)
+            self._kernel(name, ts, dur, values)
         # anything else (fences, other builds' categories): not read
 
     def _node_seen(self, name: str) -> None:
@@ -303,20 +327,20 @@ class _Columns:
         elif name in _SESSION_EVENTS and name not in self.session_events:
             self.session_events[name] = dur
 
-    def _us_to_ns(self, value: Any, number: int) -> int:
-        """Microseconds (int, float or numeric text) to integer ns, rounded to nearest."""
+    def _us_to_ns(self, value: Any) -> int | None:
+        """Microseconds (int, float or numeric text) to integer ns, rounded to nearest; None
+        when the value is not a number or beyond int64 ns."""
+        out: int | None = None
         if isinstance(value, int) and not isinstance(value, bool):
-            return value * 1000
-        if isinstance(value, float) and math.isfinite(value):
-            return round(value * 1000.0)
-        if isinstance(value, str):
+            out = value * 1000
+        elif isinstance(value, float) and math.isfinite(value):
+            out = round(value * 1000.0)
+        elif isinstance(value, str):
             try:
-                return _text_us_to_ns(value)
+                out = _text_us_to_ns(value)
             except (ValueError, OverflowError):
-                pass
-        raise InputError(
-            f"{self.path}: event {number} has a non-numeric time {value!r}, {_EXPECTED}"
-        )
+                return None
+        return out if out is not None and abs(out) < (1 << 63) else None
 
     def build(self, skip_runs: int, omap: Mapping[str, list[str] | None]) -> OrtProfile:
         run_spans = sorted(self.run_spans)
@@ -359,16 +383,16 @@ class _Columns:
                 "node_name": names,
                 "op_type": op_name,
                 "provider": provider,
-                "node_index": _int_column(node_index, pa.int32()),
+                "node_index": _int_column(node_index, pa.int32(), "args.node_index"),
                 "start_ns": pick(self.starts),
                 "dur_ns": pick(durs),
                 "nested_ns": pick(nested),
                 "thread_id": pick(self.tids),
                 "input_shapes": pick(self.in_shapes),
                 "output_shapes": pick(self.out_shapes),
-                "activation_bytes": _int_column(act, pa.int64()),
-                "parameter_bytes": _int_column(param, pa.int64()),
-                "output_bytes": _int_column(out, pa.int64()),
+                "activation_bytes": _int_column(act, pa.int64(), "args.activation_size"),
+                "parameter_bytes": _int_column(param, pa.int64(), "args.parameter_size"),
+                "output_bytes": _int_column(out, pa.int64(), "args.output_size"),
                 "original_nodes": [omap.get(n) for n in names],
                 "process_id": [None] * len(keep),
                 "external_id": [None] * len(keep),
@@ -693,14 +717,16 @@ def _shape_text(value: Any) -> str | None:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _int_column(values: list[str | None], typ: pa.DataType) -> pa.Array:
-    """Integer args ORT writes as text ("896"), cast in one go; odd values become null."""
+def _int_column(values: list[str | None], typ: pa.DataType, field: str) -> pa.Array:
+    """Integer args ORT writes as text ("896"), cast in one go; odd values null, counted."""
     text = pa.array(values, type=pa.string())
     try:
         return pc.cast(text, typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         bits = typ.bit_width - 1
-        return pa.array([_opt_int(v, bits) for v in values], type=typ)
+        out = [_opt_int(v, bits) for v in values]
+        note_null(field, sum(1 for v, o in zip(values, out, strict=True) if v and o is None))
+        return pa.array(out, type=typ)
 
 
 def _opt_int(value: str | None, bits: int) -> int | None:
@@ -721,7 +747,10 @@ def _kernels_table(k: dict[str, list[Any]], dims: tuple[list[str | None], ...]) 
     n = len(k["name"])
     starts = pa.array(k["start"], type=pa.int64())
     durs = pa.array(k["dur"], type=pa.int64())
-    dim_cols = [_dim_column(values) for values in dims]
+    dim_cols = [
+        _dim_column(values, f"args.{key}")
+        for values, key in zip(dims, _KERNEL_ARGS[_K_DIMS], strict=True)
+    ]
     # ROCm grid values are blocks (hipLaunchKernel) or work-items (hipExtModuleLaunchKernel)
     # and the event does not say which: unknown.
     rocm = pa.array(k["rocm"], type=pa.bool_())
@@ -776,7 +805,7 @@ def _memcpy_table(c: dict[str, list[Any]]) -> pa.Table:
             "source": [SOURCE] * n,
             "name": c["name"],
             "kind": c["kind"],
-            "bytes": _int_column(c["bytes"], pa.int64()),
+            "bytes": _int_column(c["bytes"], pa.int64(), "args.size"),
             "start_ns": starts,
             "end_ns": pc.add(starts, durs),
             "dur_ns": durs,
@@ -824,7 +853,7 @@ def _copy_kind(name: str, kind: str | None, src: str | None, dst: str | None) ->
     return None
 
 
-def _dim_column(values: list[str | None]) -> pa.Array:
+def _dim_column(values: list[str | None], field: str) -> pa.Array:
     """Grid/block sizes as int64; ORT writes -1 there for copies: null, not a size."""
-    col = _int_column(values, pa.int64())
+    col = _int_column(values, pa.int64(), field)
     return pc.if_else(pc.less(col, 0), pa.scalar(None, pa.int64()), col)

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import ClassVar
 
+from aaco.importers._lenient import collecting
 from aaco.importers.base import Importer, TraceTables
 from aaco.importers.ort_profile import SOURCE, parse_ort_profile
 from aaco.session.schema import ANNOTATIONS
@@ -51,7 +52,8 @@ class OrtTraceImporter(Importer):
 
     def read(self, path: Path) -> TraceTables:
         path = Path(path)
-        prof = parse_ort_profile(path)
+        with collecting() as odd:
+            prof = parse_ort_profile(path)
         runs = prof.runs
         n = runs.num_rows
         annotations = ANNOTATIONS.from_columns(
@@ -80,6 +82,7 @@ class OrtTraceImporter(Importer):
             "memcpy": prof.memcpy.num_rows,
             # ORT rewrites kernel ts relative to the parent node; only durations are GPU time.
             "kernel_times": "start_ns is the parent node's start; dur_ns is GPU time",
+            **odd.meta(),
         }
         return TraceTables(
             ops=prof.ops,

@@ -18,6 +18,7 @@ A file is recognised by the SQLite magic ``SQLite format 3\\0`` and the presence
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 
 from aaco.errors import InputError
 from aaco.importers._csv import check_times, fill_table, map_values
+from aaco.importers._lenient import collecting, note_dropped, note_null, to_int
 from aaco.importers.base import Importer, TraceTables
 from aaco.importers.kineto import api_kind
 from aaco.importers.rocprofv3 import api_domain
@@ -38,6 +40,10 @@ SOURCE = "rocpd"
 _MAGIC = b"SQLite format 3\x00"
 _EXPECTED = "a rocpd SQLite database (rocprofv3 output with kernels/regions views)"
 _I64 = pa.int64()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160]
 
 
 def _objects(con: sqlite3.Connection) -> set[str]:
@@ -52,6 +58,26 @@ def _query(con: sqlite3.Connection, view: str) -> dict[str, list[Any]]:
     return {n: [r[i] for r in rows] for i, n in enumerate(names)}
 
 
+def _text(raw: bytes) -> str:
+    # SQLite does not check that TEXT is UTF-8; an odd byte must not cost the database
+    return raw.decode("utf-8", "replace")
+
+
+def _keep_timed(data: dict[str, list[Any]], view: str) -> tuple[dict[str, list[Any]], int]:
+    """The rows of ``data`` with an integer start and end, end >= start (others counted)."""
+    n = len(next(iter(data.values()), []))
+    start = [to_int(v) for v in data["start"]]
+    end = [to_int(v) for v in data["end"]]
+    keep = [i for i, (s, e) in enumerate(zip(start, end, strict=True))
+            if s is not None and e is not None and e >= s]  # fmt: skip
+    if len(keep) == n:
+        return data, n
+    missing = sum(1 for i in range(n) if start[i] is None or end[i] is None)
+    note_dropped(f"{view}: start/end missing or not a number", missing)
+    note_dropped(f"{view}: end before start", n - len(keep) - missing)
+    return {k: [v[i] for i in keep] for k, v in data.items()}, len(keep)
+
+
 def _col(data: dict[str, list[Any]], n: int, *names: str) -> list[Any] | None:
     for name in names:
         if name in data:
@@ -60,22 +86,35 @@ def _col(data: dict[str, list[Any]], n: int, *names: str) -> list[Any] | None:
 
 
 def _ints(path: Path, values: list[Any] | None, what: str) -> pa.Array | None:
+    """An integer column; a value that is not an integer (SQLite is not typed) is null."""
     if values is None:
         return None
     try:
         return pa.array(values, type=_I64)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        raise InputError(f"{path}: non-integer values in {what}, expected {_EXPECTED}") from None
+        pass
+    out = [to_int(v) if not isinstance(v, bytes) else None for v in values]
+    note_null(what, sum(1 for v, o in zip(values, out, strict=True) if o is None and v is not None))
+    return pa.array(out, type=_I64)
 
 
-def _times(path: Path, data: dict[str, list[Any]], view: str) -> tuple[pa.Array, pa.Array, Any]:
+def _strs(values: list[Any]) -> pa.Array:
+    return pa.array([v if v is None or isinstance(v, str) else str(v) for v in values],
+                    pa.string())  # fmt: skip
+
+
+def _times(
+    path: Path, data: dict[str, list[Any]], view: str
+) -> tuple[dict[str, list[Any]], int, pa.Array, pa.Array, Any]:
+    """(rows kept, their count, start, end, dur); rows without usable times are dropped."""
     if "start" not in data or "end" not in data:
         raise InputError(f"{path}: view {view} lacks start/end columns, expected {_EXPECTED}")
+    data, n = _keep_timed(data, view)
     start = _ints(path, data["start"], f"{view}.start")
     end = _ints(path, data["end"], f"{view}.end")
     assert start is not None and end is not None
     dur = check_times(path, pa.chunked_array([start]), pa.chunked_array([end]), _EXPECTED)
-    return start, end, dur
+    return data, n, start, end, dur
 
 
 def _gpu_device(data: dict[str, list[Any]], prefix: str = "") -> list[int | None] | None:
@@ -94,13 +133,16 @@ def _gpu_device(data: dict[str, list[Any]], prefix: str = "") -> list[int | None
             out.append(None)  # host agent: not a device
         else:
             out.append(logical[i] if logical is not None else None)
-    return out
+    # an index that is not a small integer names no device
+    dev = [to_int(d) if not isinstance(d, bytes) else None for d in out]
+    ok = [d if d is not None and 0 <= d < (1 << 31) else None for d in dev]
+    note_null(f"{prefix}agent index", sum(1 for d, o in zip(out, ok, strict=True)
+                                          if d is not None and o is None))  # fmt: skip
+    return ok
 
 
 def _kernels(path: Path, con: sqlite3.Connection) -> pa.Table:
-    data = _query(con, "kernels")
-    n = len(next(iter(data.values()), []))
-    start, end, dur = _times(path, data, "kernels")
+    data, n, start, end, dur = _times(path, _query(con, "kernels"), "kernels")
     if "name" not in data:
         raise InputError(f"{path}: view kernels lacks a name column, expected {_EXPECTED}")
 
@@ -113,7 +155,7 @@ def _kernels(path: Path, con: sqlite3.Connection) -> pa.Table:
         n,
         {
             "source": SOURCE,
-            "name": pa.array(data["name"], pa.string()),
+            "name": _strs(data["name"]),
             "start_ns": start,
             "end_ns": end,
             "dur_ns": dur,
@@ -148,9 +190,7 @@ def _copy_kind(src_type: Any, dst_type: Any) -> str:
 
 
 def _memcpy(path: Path, con: sqlite3.Connection) -> pa.Table:
-    data = _query(con, "memory_copies")
-    n = len(next(iter(data.values()), []))
-    start, end, dur = _times(path, data, "memory_copies")
+    data, n, start, end, dur = _times(path, _query(con, "memory_copies"), "memory_copies")
     src_t, dst_t = data.get("src_agent_type"), data.get("dst_agent_type")
     kinds = [_copy_kind(src_t[k] if src_t else None, dst_t[k] if dst_t else None) for k in range(n)]
     src = _gpu_device(data, "src_")
@@ -179,15 +219,13 @@ def _memcpy(path: Path, con: sqlite3.Connection) -> pa.Table:
 
 
 def _regions(path: Path, con: sqlite3.Connection) -> tuple[pa.Table, pa.Table]:
-    data = _query(con, "regions")
-    n = len(next(iter(data.values()), []))
-    start, end, dur = _times(path, data, "regions")
+    data, n, start, end, dur = _times(path, _query(con, "regions"), "regions")
     category = pa.array([str(c or "") for c in data.get("category", [""] * n)], pa.string())
     domain = map_values(category, api_domain, pa.string())
     t = pa.table(
         {
             "domain": domain,
-            "name": pa.array(data.get("name", [None] * n), pa.string()),
+            "name": _strs(data.get("name", [""] * n)),
             "pid": _ints(path, data.get("pid", [None] * n), "regions.pid"),
             "tid": _ints(path, data.get("tid", [None] * n), "regions.tid"),
             "corr": _ints(path, data.get("correlation_id", [None] * n), "correlation_id"),
@@ -238,10 +276,16 @@ def _counters(path: Path, con: sqlite3.Connection) -> pa.Table:
     for need in ("pmc_name", "pmc_value", "name"):
         if need not in data:
             raise InputError(f"{path}: view kernel_pmc_events lacks {need}, expected {_EXPECTED}")
-    try:
-        values = pa.array(data["pmc_value"], pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise InputError(f"{path}: non-numeric pmc_value, expected {_EXPECTED}") from None
+    values = [
+        v if type(v) in (int, float) and math.isfinite(v) else None for v in data["pmc_value"]
+    ]
+    if None in values:
+        # a counter event without a numeric value says nothing: left out, counted
+        keep = [i for i, v in enumerate(values) if v is not None]
+        note_dropped("kernel_pmc_events: pmc_value missing or not a number", n - len(keep))
+        data = {k: [v[i] for i in keep] for k, v in data.items()}
+        values = [values[i] for i in keep]
+        n = len(keep)
     dev = _gpu_device(data)
     return fill_table(
         path,
@@ -252,9 +296,9 @@ def _counters(path: Path, con: sqlite3.Connection) -> pa.Table:
             "correlation_id": _ints(path, data.get("correlation_id"), "correlation_id"),
             "dispatch_id": _ints(path, data.get("dispatch_id"), "dispatch_id"),
             "device": pa.array(dev, pa.int32()) if dev else None,
-            "kernel_name": pa.array(data["name"], pa.string()),
-            "counter": pa.array(data["pmc_name"], pa.string()),
-            "value": values,
+            "kernel_name": _strs(data["name"]),
+            "counter": _strs(data["pmc_name"]),
+            "value": pa.array(values, pa.float64()),
         },
     )
 
@@ -272,22 +316,25 @@ def read_rocpd(path: Path) -> TraceTables:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise InputError(f"{path}: cannot open ({exc}), expected {_EXPECTED}") from None
+    con.text_factory = _text
     out = TraceTables()
     try:
-        objs = _objects(con)
-        if "kernels" not in objs and "regions" not in objs:
-            raise InputError(f"{path}: no kernels/regions views, expected {_EXPECTED}")
-        if "kernels" in objs:
-            out.kernels = _kernels(path, con)
-        if "memory_copies" in objs:
-            out.memcpy = _memcpy(path, con)
-        if "regions" in objs:
-            out.api_calls, out.annotations = _regions(path, con)
-        if "kernel_pmc_events" in objs:
-            out.kernel_counters = _counters(path, con)
-    except sqlite3.Error as exc:
+        with collecting() as odd:
+            objs = _objects(con)
+            if "kernels" not in objs and "regions" not in objs:
+                raise InputError(f"{path}: no kernels/regions views, expected {_EXPECTED}")
+            if "kernels" in objs:
+                out.kernels = _kernels(path, con)
+            if "memory_copies" in objs:
+                out.memcpy = _memcpy(path, con)
+            if "regions" in objs:
+                out.api_calls, out.annotations = _regions(path, con)
+            if "kernel_pmc_events" in objs:
+                out.kernel_counters = _counters(path, con)
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        # a corrupt page can also garble a name sqlite3 decodes (a column, a view)
         raise InputError(
-            f"{path}: corrupt or unreadable database ({exc}), expected {_EXPECTED}"
+            f"{path}: corrupt or unreadable database ({_one_line(exc)}), expected {_EXPECTED}"
         ) from None
     finally:
         con.close()
@@ -297,6 +344,7 @@ def read_rocpd(path: Path) -> TraceTables:
         "files": [str(path)],
         "clock": {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"},
         "device_ids": "GPU index (agent_type_index) for GPU agents",
+        **odd.meta(),
     }
     return out
 
@@ -317,7 +365,7 @@ class RocpdImporter(Importer):
                 objs = _objects(con)
             finally:
                 con.close()
-        except sqlite3.Error:
+        except (sqlite3.Error, UnicodeDecodeError):
             return False
         return "kernels" in objs or "regions" in objs or any(o.startswith("rocpd_") for o in objs)
 

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from aaco.errors import InputError
 from aaco.importers._csv import CsvHeader, check_times, fill_table, read_columns, read_header
+from aaco.importers._lenient import collecting, note_dropped
 from aaco.importers.base import Importer, TraceTables
 from aaco.session.schema import KERNEL_COUNTERS, KERNELS
 
@@ -147,7 +148,7 @@ def read_rocprof_v1(path: Path) -> TraceTables:
         "endns": _I64,
     }
     types.update({k: _F64 for k in counters})
-    cols, n = read_columns(header, types, _V1, required=("kernelname",))
+    cols, n = read_columns(header, types, _V1, required=("kernelname",), times=("beginns", "endns"))
     name = pc.replace_substring_regex(
         cols["kernelname"].cast(pa.string()), pattern=r" \[clone \.kd\]$", replacement=""
     )
@@ -180,21 +181,21 @@ def read_rocprof_v1(path: Path) -> TraceTables:
     if counters:
         parts = []
         for k in counters:
+            c = {"dispatch_id": cols.get("index"), "device": cols.get("gpuid"),
+                 "kernel_name": name, "value": cols[k]}  # fmt: skip
+            rows = n
             if cols[k].null_count:
-                raise InputError(f"{path}: empty value in counter column {keys[k]}, expected {_V1}")
+                # a dispatch without a value for this counter: that row is left out, counted
+                note_dropped(f"counter {keys[k]}: empty or not a number", cols[k].null_count)
+                valid = pc.is_valid(cols[k])
+                c = {key: v.filter(valid) if v is not None else None for key, v in c.items()}
+                rows = n - cols[k].null_count
             parts.append(
                 fill_table(
                     path,
                     KERNEL_COUNTERS,
-                    n,
-                    {
-                        "source": SOURCE_V1,
-                        "dispatch_id": cols.get("index"),
-                        "device": cols.get("gpuid"),
-                        "kernel_name": name,
-                        "counter": keys[k],
-                        "value": cols[k],
-                    },
+                    rows,
+                    {"source": SOURCE_V1, "counter": keys[k], **c},
                 )
             )
         out.kernel_counters = pa.concat_tables(parts)
@@ -230,7 +231,11 @@ def read_rocprof_v2(path: Path) -> TraceTables:
         "correlationid": _I64,
     }
     cols, n = read_columns(
-        header, types, _V2, required=("kernelname", "starttimestamp", "endtimestamp")
+        header,
+        types,
+        _V2,
+        required=("kernelname", "starttimestamp", "endtimestamp"),
+        times=("starttimestamp", "endtimestamp"),
     )
     dur = check_times(path, cols["starttimestamp"], cols["endtimestamp"], _V2)
     kernels = fill_table(
@@ -272,7 +277,10 @@ class RocprofV1Importer(Importer):
         return h is not None and (_is_v1(h) or _is_v1_stats(h))
 
     def read(self, path: Path) -> TraceTables:
-        return read_rocprof_v1(path)
+        with collecting() as odd:
+            out = read_rocprof_v1(path)
+        out.meta.update(odd.meta())
+        return out
 
 
 class RocprofV2Importer(Importer):
@@ -287,4 +295,7 @@ class RocprofV2Importer(Importer):
         return h is not None and _is_v2(h)
 
     def read(self, path: Path) -> TraceTables:
-        return read_rocprof_v2(path)
+        with collecting() as odd:
+            out = read_rocprof_v2(path)
+        out.meta.update(odd.meta())
+        return out

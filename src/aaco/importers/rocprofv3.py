@@ -55,6 +55,7 @@ from aaco.importers._csv import (
     read_columns,
     read_header,
 )
+from aaco.importers._lenient import collecting, note_dropped, note_null, to_int
 from aaco.importers.base import Importer, TraceTables
 from aaco.importers.kineto import api_kind
 from aaco.session.schema import ANNOTATIONS, API_CALLS, KERNEL_COUNTERS, KERNELS, MEMCPY
@@ -111,6 +112,7 @@ _SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stats", ("name", "calls", "totaldurationns", "averagens", "percentage", "minns", "maxns")),
 )
 
+_TIMES = ("starttimestamp", "endtimestamp")
 _KERNEL_REQUIRED = (
     "agentid",
     "kernelname",
@@ -184,10 +186,11 @@ def _devices(col: pa.ChunkedArray | None, agents: AgentMap, path: Path) -> pa.Ar
         return None
 
     def one(v: Any) -> int | None:
-        if v is not None and _parse_agent(v) is None:
-            raise InputError(f"{path}: agent id {v!r} is neither a number nor 'Agent N'")
-        return agents.device(v)
+        d = agents.device(v)  # None for a value that is neither a number nor 'Agent N'
+        return d if d is not None and 0 <= d < (1 << 31) else None
 
+    odd = map_values(col, lambda v: v is not None and _parse_agent(v) is None, pa.bool_())
+    note_null("Agent_Id", pc.sum(odd).as_py() or 0)
     return map_values(col, one, pa.int32())
 
 
@@ -215,10 +218,12 @@ def read_agent_info(header: CsvHeader) -> AgentMap:
     rows = pa.table(cols).to_pylist()
 
     def num(v: Any) -> int | None:
-        try:
-            return int(v) if v not in (None, "") else None
-        except ValueError:
-            raise InputError(f"{path}: non-numeric value {v!r} in agent info") from None
+        if v in (None, ""):
+            return None
+        out = to_int(v)
+        if out is None:
+            note_null("agent_info", 1)
+        return out
 
     out = AgentMap(source=path.name)
     for r in rows:
@@ -305,7 +310,7 @@ def read_kernel_trace(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Ta
     """KERNELS rows of a ``*_kernel_trace.csv`` (any of the three column generations)."""
     path = header.path
     expected = _EXPECTED["kernel_trace"]
-    cols, n = read_columns(header, _KERNEL_TYPES, expected, required=_KERNEL_REQUIRED)
+    cols, n = read_columns(header, _KERNEL_TYPES, expected, required=_KERNEL_REQUIRED, times=_TIMES)
     start, end = cols["starttimestamp"], cols["endtimestamp"]
     dur = check_times(path, start, end, expected)
     wg = [cols.get(f"workgroupsize{a}") for a in "xyz"]
@@ -365,7 +370,11 @@ def read_api_trace(header: CsvHeader) -> tuple[pa.Table, pa.Table]:
         "endtimestamp": _I64,
     }
     cols, n = read_columns(
-        header, types, expected, required=("domain", "function", "starttimestamp", "endtimestamp")
+        header,
+        types,
+        expected,
+        required=("domain", "function", "starttimestamp", "endtimestamp"),
+        times=_TIMES,
     )
     start, end = cols["starttimestamp"], cols["endtimestamp"]
     dur = check_times(path, start, end, expected)
@@ -458,6 +467,7 @@ def read_memory_copy(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Tab
         types,
         expected,
         required=("direction", "sourceagentid", "destinationagentid", "starttimestamp"),
+        times=_TIMES,
     )
     header.require(["endtimestamp"], expected)
     start, end = cols["starttimestamp"], cols["endtimestamp"]
@@ -519,9 +529,14 @@ def read_counter_collection(
         types,
         expected,
         required=("dispatchid", "kernelname", "countername", "countervalue"),
+        times=_TIMES,
     )
     if cols["countervalue"].null_count:
-        raise InputError(f"{path}: empty Counter_Value in some rows, expected {expected}")
+        # a counter row without a value says nothing: left out, counted
+        valid = pc.is_valid(cols["countervalue"])
+        note_dropped("Counter_Value: empty or not a number", cols["countervalue"].null_count)
+        cols = {k: c.filter(valid) for k, c in cols.items()}
+        n = len(cols["countervalue"])
     device = _devices(cols.get("agentid"), agents, path)
     counters = fill_table(
         path,
@@ -679,9 +694,12 @@ def read_rocprofv3_csv(path: Path, agents: AgentMap | None = None) -> TraceTable
             "known domain (kernel trace, API trace, memory copy, counter collection, agent "
             "info, stats)"
         )
-    if agents is None:
-        agents = _sibling_agent_info(path) if domain != "agent_info" else _NO_AGENTS
-    return _read_one(header, domain, agents)
+    with collecting() as odd:
+        if agents is None:
+            agents = _sibling_agent_info(path) if domain != "agent_info" else _NO_AGENTS
+        out = _read_one(header, domain, agents)
+    out.meta.update(odd.meta())
+    return out
 
 
 def _raise_not_csv(path: Path) -> None:
@@ -697,6 +715,14 @@ def _csv_files(root: Path) -> Iterator[Path]:
 
 
 def read_rocprofv3_dir(path: Path) -> TraceTables:
+    """Read every rocprofv3 CSV under an output directory; see :func:`_read_dir`."""
+    with collecting() as odd:
+        out = _read_dir(path)
+    out.meta.update(odd.meta())
+    return out
+
+
+def _read_dir(path: Path) -> TraceTables:
     """Read every rocprofv3 CSV under an output directory (``<dir>/<host>/<pid>_*.csv``).
 
     Files of one process (same folder and ``<pid>_`` prefix) share that process's agent

@@ -9,18 +9,27 @@ direction from the source/destination agent types and ``bytes`` when the record 
 Records are decoded with msgspec into typed structs (only the fields used are kept).
 API records (``hip_api`` ...) are counted in ``meta`` but not tabled: their names need the
 tool's operation-name tables, which this reader does not decode yet.
+
+Odd values: when the typed decode of the file fails on a value of an unexpected type, the
+file is decoded again untyped and each record converted on its own; a field that does not
+convert is null (counted in ``meta["odd_values"]``, by its path), and a record that cannot be
+used at all (not an object, no usable start/end, a kernel id without a symbol) is left out
+(counted in ``meta["dropped_rows"]``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 import pyarrow as pa
 
 from aaco.errors import InputError
-from aaco.importers._csv import check_times, fill_table
+from aaco.importers._chrome_json import repair_json
+from aaco.importers._csv import check_times, fill_table, lenient_array
+from aaco.importers._lenient import collecting, note_dropped, note_null
 from aaco.importers.base import Importer, TraceTables, open_binary
 from aaco.session.schema import KERNELS, MEMCPY
 
@@ -58,17 +67,17 @@ class _DispatchInfo(msgspec.Struct):
 
 
 class _Dispatch(msgspec.Struct):
-    start_timestamp: int
-    end_timestamp: int
-    dispatch_info: _DispatchInfo
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    dispatch_info: _DispatchInfo = msgspec.field(default_factory=_DispatchInfo)
     thread_id: int | None = None
     correlation_id: _Corr = msgspec.field(default_factory=_Corr)
     stream_id: _Handle | None = None
 
 
 class _Copy(msgspec.Struct):
-    start_timestamp: int
-    end_timestamp: int
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
     src_agent_id: _Handle = msgspec.field(default_factory=_Handle)
     dst_agent_id: _Handle = msgspec.field(default_factory=_Handle)
     correlation_id: _Corr = msgspec.field(default_factory=_Corr)
@@ -77,7 +86,7 @@ class _Copy(msgspec.Struct):
 
 
 class _Symbol(msgspec.Struct):
-    kernel_id: int
+    kernel_id: int | None = None
     kernel_name: str | None = None
     formatted_kernel_name: str | None = None
     arch_vgpr_count: int | None = None
@@ -118,6 +127,105 @@ class _Root(msgspec.Struct):
     tool: list[_Process] = msgspec.field(name="rocprofiler-sdk-tool")
 
 
+S = TypeVar("S", bound=msgspec.Struct)
+_AT = re.compile(r" - at `\$(.*)`$")
+_STEP = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]")
+# conversions tried per record before it is given up as unreadable
+_MAX_FIXES = 32
+
+
+def _convert(obj: Any, typ: type[S], where: str) -> S | None:
+    """``obj`` (untyped JSON) as ``typ``; each field that does not fit is removed (its default,
+    null, applies) and counted as ``where.<path>``. None when ``obj`` cannot be one at all."""
+    for _ in range(_MAX_FIXES):
+        try:
+            return msgspec.convert(obj, type=typ)
+        except msgspec.ValidationError as exc:
+            m = _AT.search(str(exc))
+            steps = _STEP.findall(m.group(1)) if m else []
+            if (
+                not m
+                or not steps
+                or "".join(f".{k}" if k else f"[{i}]" for k, i in steps) != m.group(1)
+            ):
+                return None  # the record itself is not an object, or an unreadable path
+            parent = obj
+            for key, index in steps[:-1]:
+                parent = parent[key] if key else parent[int(index)]
+            key, index = steps[-1]
+            if key and isinstance(parent, dict):
+                del parent[key]
+            elif not key and isinstance(parent, list):
+                parent[int(index)] = None
+            else:
+                return None
+            note_null(where + m.group(1))
+    return None
+
+
+def _records(values: Any, typ: type[S], where: str) -> list[S]:
+    """The elements of an untyped list that convert to ``typ``; the others dropped, counted."""
+    if not isinstance(values, list):
+        if values is not None:
+            note_null(where)
+        return []
+    out = []
+    for v in values:
+        rec = _convert(v, typ, where)
+        if rec is None:
+            note_dropped(f"{where}: record not readable")
+        else:
+            out.append(rec)
+    return out
+
+
+def _lenient_root(data: bytes) -> _Root:
+    """The file decoded untyped, then converted record by record (see the module docstring)."""
+    doc = msgspec.json.decode(data)
+    tool = doc.get("rocprofiler-sdk-tool") if isinstance(doc, dict) else None
+    if not isinstance(tool, list):
+        raise msgspec.ValidationError("rocprofiler-sdk-tool is not a list")
+    procs = []
+    for p in tool:
+        if not isinstance(p, dict):
+            note_dropped("rocprofiler-sdk-tool: process not an object")
+            continue
+        buffers = p.get("buffer_records")
+        if not isinstance(buffers, dict):
+            if buffers is not None:
+                note_null("buffer_records")
+            buffers = {}
+        proc = _Process(
+            metadata=_convert(p.get("metadata") or {}, _Meta, "metadata") or _Meta(),
+            agents=_records(p.get("agents"), _Agent, "agents"),
+            kernel_symbols=_records(p.get("kernel_symbols"), _Symbol, "kernel_symbols"),
+            buffer_records=_Buffers(
+                kernel_dispatch=_records(buffers.get("kernel_dispatch"), _Dispatch,
+                                         "kernel_dispatch"),
+                memory_copy=_records(buffers.get("memory_copy"), _Copy, "memory_copy"),
+                hip_api=_list(buffers.get("hip_api")),
+                hsa_api=_list(buffers.get("hsa_api")),
+                marker_api=_list(buffers.get("marker_api")),
+            ),
+        )  # fmt: skip
+        procs.append(proc)
+    return _Root(tool=procs)
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _timed(start: int | None, end: int | None, where: str) -> bool:
+    if start is None or end is None:
+        note_dropped(f"{where}: start/end missing or not a number")
+        return False
+    if end < start:
+        note_dropped(f"{where}: end before start")
+        return False
+    return True
+
+
 def _is_gpu(a: _Agent) -> bool:
     return a.type == 2 or str(a.type).upper() == "GPU"
 
@@ -130,6 +238,13 @@ def _ceil(g: int | None, w: int | None) -> int | None:
 
 def read_rocprofv3_json(path: Path) -> TraceTables:
     """Read a rocprofv3 JSON output file."""
+    with collecting() as odd:
+        out = _read(path)
+    out.meta.update(odd.meta())
+    return out
+
+
+def _read(path: Path) -> TraceTables:
     with open_binary(path) as f:
         try:
             data = f.read()
@@ -138,9 +253,24 @@ def read_rocprofv3_json(path: Path) -> TraceTables:
     if not data.strip():
         raise InputError(f"{path}: empty file, expected {_EXPECTED}")
     try:
-        root = msgspec.json.decode(data, type=_Root)
-    except msgspec.DecodeError as exc:
-        msg = str(exc).splitlines()[0][:160]
+        try:
+            root = msgspec.json.decode(data, type=_Root)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            # NaN, numbers beyond a double, bad UTF-8: repaired (and counted) when that is all
+            found: dict[str, int] = {}
+            fixed = repair_json(data, found)
+            if fixed is None and not isinstance(exc, msgspec.ValidationError):
+                raise
+            data = fixed if fixed is not None else data
+            for field, count in found.items():
+                note_null(field, count)
+            try:
+                root = msgspec.json.decode(data, type=_Root)
+            except msgspec.ValidationError:
+                # a value of an unexpected type somewhere: convert record by record
+                root = _lenient_root(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        msg = " ".join(str(exc).split())[:160]
         raise InputError(
             f"{path}: truncated or malformed JSON, expected {_EXPECTED}: {msg}"
         ) from None
@@ -168,14 +298,15 @@ def read_rocprofv3_json(path: Path) -> TraceTables:
                 )
         syms = {s.kernel_id: s for s in proc.kernel_symbols}
         for d in proc.buffer_records.kernel_dispatch:
+            if not _timed(d.start_timestamp, d.end_timestamp, "kernel_dispatch"):
+                continue
             info = d.dispatch_info
             sym = syms.get(info.kernel_id) if info.kernel_id is not None else None
             name = sym and (sym.formatted_kernel_name or sym.kernel_name)
             if not name:
-                raise InputError(
-                    f"{path}: kernel_id {info.kernel_id} has no kernel_symbols entry, "
-                    f"expected {_EXPECTED}"
-                )
+                # KERNELS.name is required: a dispatch nobody can name is left out
+                note_dropped("kernel_dispatch: kernel_id without a kernel_symbols name")
+                continue
             wg, gr = info.workgroup_size, info.grid_size
             row = {
                 "name": name,
@@ -203,6 +334,8 @@ def read_rocprofv3_json(path: Path) -> TraceTables:
             for c in KERNELS.column_names:
                 k[c].append(row.get(c))
         for cp in proc.buffer_records.memory_copy:
+            if not _timed(cp.start_timestamp, cp.end_timestamp, "memory_copy"):
+                continue
             s, t = kind_of.get(cp.src_agent_id.handle), kind_of.get(cp.dst_agent_id.handle)
             kind = f"{s}to{t}" if s and t else "unknown"
             src, dst = gpu.get(cp.src_agent_id.handle), gpu.get(cp.dst_agent_id.handle)
@@ -228,7 +361,7 @@ def read_rocprofv3_json(path: Path) -> TraceTables:
         end = pa.chunked_array([pa.array(cols["end_ns"], _I64)])
         dur = check_times(path, start, end, _EXPECTED)
         given = {
-            c: pa.array(v, spec.schema.field(c).type)
+            c: lenient_array(v, spec.schema.field(c).type, f"{attr}.{c}")
             for c, v in cols.items()
             if c
             in (set(spec.column_names) - {"source", "time_is_gpu", "dur_ns", "start_ns", "end_ns"})
