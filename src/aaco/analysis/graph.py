@@ -156,7 +156,37 @@ def load_model_proto(path: Path) -> ModelProto:
     # at least an IR version and a graph.
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise InputError(f"{path}: not an ONNX model (no IR version or graph)")
+    bad = _undecoded_text(model.graph)
+    if bad is not None:
+        raise InputError(f"{path}: not a valid ONNX model: {bad} is not UTF-8 text")
     return model
+
+
+def _undecoded_text(graph: GraphProto) -> str | None:
+    """Where a name in ``graph`` (or a subgraph) is not UTF-8 (protobuf then hands the field
+    over as bytes, which ONNX forbids), else None."""
+    for vi in (*graph.input, *graph.output, *graph.value_info):
+        if isinstance(vi.name, bytes):
+            return "a value name"
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if isinstance(d.dim_param, bytes):
+                    return f"a dimension name of {vi.name!r}"
+    for t in graph.initializer:
+        if isinstance(t.name, bytes):
+            return "an initializer name"
+    for node in graph.node:
+        fields = (node.name, node.op_type, node.domain, *node.input, *node.output)
+        if any(isinstance(f, bytes) for f in fields):
+            return "a node's name, type or tensor name"
+        for a in node.attribute:
+            if isinstance(a.name, bytes):
+                return "an attribute name"
+            for g in (*([a.g] if a.HasField("g") else []), *a.graphs):
+                found = _undecoded_text(g)
+                if found is not None:
+                    return found
+    return None
 
 
 def external_data_files(model: ModelProto, model_path: Path) -> list[Path]:

@@ -449,7 +449,10 @@ def build_specs(
     for inp in inputs:
         dtype = _NUMPY_DTYPES.get(inp.elem_type)
         if dtype is None:
-            type_name = onnx.TensorProto.DataType.Name(inp.elem_type)
+            try:
+                type_name = onnx.TensorProto.DataType.Name(inp.elem_type)
+            except ValueError:  # a number no ONNX version defines
+                type_name = f"{inp.elem_type} (not an ONNX element type)"
             raise UsageError(
                 f"input {inp.name!r} has element type {type_name}, which AACO cannot generate"
             )
