@@ -92,6 +92,7 @@ def analyze_trace(
         annotations=tables.annotations,
         graph_node_count=graph_node_count,
         microkernel_threshold_ns=microkernel_threshold_ns,
+        float_timestamps=_float_timestamps(tables.meta),
     )
     return AnalyzedTrace(
         tables=tables,
@@ -100,6 +101,13 @@ def analyze_trace(
         attribution=attribution_summary(op_map),
         metrics=metrics,
     )
+
+
+def _float_timestamps(meta: dict[str, Any]) -> bool:
+    """Whether any imported file wrote a ``ts`` as a JSON float (HTA then rounds to µs)."""
+    sources = meta.get("sources")
+    parts: list[Any] = sources if isinstance(sources, list) else [meta]
+    return any(isinstance(m, dict) and bool((m.get("clock") or {}).get("float_ts")) for m in parts)
 
 
 def _file_facts(paths: Sequence[Path]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ host_wait 45, kernel_wait 5, other 80 us and stream 8 host_wait 10 us, as assert
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,9 @@ from aaco.analysis.launches import match_copies, match_launches
 from aaco.analysis.timeline import (
     derived_metrics,
     gpu_active_ratio,
+    hta_is_compute,
     hta_selection,
+    hta_temporal_breakdown,
     idle_breakdown,
     kernel_summary,
     launch_metrics,
@@ -294,3 +297,97 @@ def test_derived_metrics_unknowns() -> None:
     assert d["temporal_breakdown"] == [] and d["idle_breakdown"] == []
     empty = derived_metrics(KERNELS.empty())
     assert empty["kernel_count"] == 0 and empty["microkernel_pct"] is None
+
+
+# --- HTA's figure exactly, on real traces and by construction -----------------------------
+
+KINETO = Path(__file__).parents[1] / "importers" / "fixtures" / "kineto"
+
+
+@pytest.mark.parametrize(
+    ("trace", "hta_us"),
+    [
+        # HolisticTraceAnalysis 0.5.0 (pandas 2.3.3), TraceAnalysis(...).get_temporal_breakdown()
+        # on these very files: idle, compute, non-compute, kernel_time in µs
+        ("hta_event_sync_multi_stream.json.gz", (19132, 371, 3, 19506)),
+        ("hta_mi250_rocm6.2_train.json.gz", (8780, 96, 35, 8911)),
+    ],
+)
+def test_hta_exact_breakdown_equals_hta_on_real_traces(
+    trace: str, hta_us: tuple[int, int, int, int]
+) -> None:
+    from aaco.importers.registry import import_paths
+    from aaco.ingest import analyze_trace
+
+    metrics = analyze_trace(import_paths([KINETO / trace])).metrics
+    (row,) = metrics["temporal_breakdown_hta"]
+    got = tuple(row[k] for k in ("idle_ns", "compute_ns", "non_compute_ns", "total_ns"))
+    assert got == tuple(us * US for us in hta_us)
+    # AACO's own figure is within half a point of HTA's on both
+    ours = metrics["temporal_breakdown"][0]
+    for k in ("idle", "compute", "non_compute"):
+        assert abs(ours[f"{k}_pct"] - row[f"{k}_pct"]) < 0.5
+
+
+def test_hta_name_rule() -> None:
+    compute = ["ampere_sgemm_128x64_nn", "Stream Wait Event", "__amd_rocclr_copyBuffer",
+               "rcclKernel_AllReduce", "fill Memset kernel"]  # fmt: skip
+    other = ["Memcpy HtoD (Pageable -> Device)", "Memset (Device)", "ncclDevKernel_AllReduce",
+             "Stream Sync", "Context Sync", "Event Sync", "dma_copy", "foo Memcpy bar"]  # fmt: skip
+    assert all(hta_is_compute(n) for n in compute)
+    assert not any(hta_is_compute(n) for n in other)
+
+
+def test_hta_exact_rounds_pools_and_counts_syncs() -> None:
+    """By construction: two devices pooled in one row; a Stream Wait Event counts as
+    compute and a Context Sync on stream 4294967295 stretches the window (HTA's rules);
+    with rounding every start goes up and every end down to whole µs."""
+    k = KERNELS.from_rows(
+        [
+            {"source": "t", "name": "gemm", "device": 0, "stream": 7, "start_ns": 10_400,
+             "end_ns": 20_600, "dur_ns": 10_200, "time_is_gpu": True, "correlation_id": 1},
+            {"source": "t", "name": "gemm", "device": 1, "stream": 3, "start_ns": 30_000,
+             "end_ns": 40_000, "dur_ns": 10_000, "time_is_gpu": True, "correlation_id": 2},
+        ]
+    )  # fmt: skip
+    syncs = API_CALLS.from_rows(
+        [
+            {"source": "t", "domain": "cuda_sync", "name": "Stream Wait Event", "kind": "sync",
+             "start_ns": 20_600, "end_ns": 22_600, "dur_ns": 2_000, "device": 0, "stream": 7},
+            {"source": "t", "domain": "cuda_sync", "name": "Context Sync", "kind": "sync",
+             "start_ns": 50_000, "end_ns": 60_000, "dur_ns": 10_000, "device": 0,
+             "stream": 4294967295},
+            {"source": "t", "domain": "cuda_sync", "name": "Event Sync", "kind": "sync",
+             "start_ns": 70_000, "end_ns": 80_000, "dur_ns": 10_000, "device": 0, "stream": -1},
+        ]
+    )  # fmt: skip
+    (row,) = hta_temporal_breakdown(k, None, syncs, None)
+    # events [10.4, 22.6) on device 0, [30, 40) on device 1, the Context Sync [50, 60);
+    # the Event Sync on stream -1 is not GPU time to HTA
+    assert row["devices"] == [0, 1] and row["device"] is None
+    assert row["total_ns"] == 60_000 - 10_400
+    assert row["compute_ns"] == (22_600 - 10_400) + 10_000
+    assert row["non_compute_ns"] == 10_000
+    assert row["idle_ns"] == row["total_ns"] - row["compute_ns"] - 10_000
+    (r2,) = hta_temporal_breakdown(k, None, syncs, None, round_us=True)
+    # rounded: gemm [11, 20), wait [21, 22), gemm [30, 40), context sync [50, 60)
+    assert (r2["total_ns"], r2["compute_ns"], r2["non_compute_ns"]) == (49_000, 20_000, 10_000)
+    # AACO's own figure: per device, only syncs on a real stream, never as compute
+    rows = {r["device"]: r for r in temporal_breakdown(k, None, syncs)}
+    assert rows[0]["total_ns"] == 22_600 - 10_400 and rows[0]["non_compute_ns"] == 2_000
+    assert rows[1]["total_ns"] == 10_000
+
+
+def test_derived_metrics_uses_hta_selection_with_two_steps() -> None:
+    two = ANNOTATIONS.from_rows(
+        [{"source": "test", "kind": "step", "name": f"ProfilerStep#{i}", "start_ns": s * US,
+          "dur_ns": d * US, "step": i} for i, s, d in ((3, 0, 58), (4, 58, 200))]
+    )  # fmt: skip
+    d = derived_metrics(_kernels(), _api(), _memcpy(), two)
+    # the same events as test_hta_selection_drops_last_step_and_untraced_launches keeps
+    (row,) = [r for r in d["temporal_breakdown"] if r["device"] == 0]
+    assert (row["total_ns"], row["idle_ns"], row["compute_ns"]) == (51 * US, 5 * US, 41 * US)
+    assert d["hta_selection"]["kernels_dropped"] == 4
+    (hta,) = d["temporal_breakdown_hta"]
+    # HTA pools device 1 too, but its kernels had no traced launch: dropped there as well
+    assert hta["devices"] == [0] and hta["total_ns"] == 51 * US

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,16 @@ __all__ = [
     "RUNTIME_CUTOFF_NS",
     "derived_metrics",
     "gpu_active_ratio",
+    "hta_is_compute",
     "hta_selection",
+    "hta_temporal_breakdown",
     "idle_breakdown",
     "kernel_summary",
     "launch_metrics",
     "launch_stats",
     "measured_window",
     "merge_intervals",
+    "select_gpu_events",
     "temporal_breakdown",
     "union_ns",
 ]
@@ -190,13 +194,18 @@ def gpu_active_ratio(
 # --- HTA breakdowns ----------------------------------------------------------------------
 
 
-def temporal_breakdown(kernels: pa.Table, memcpy: pa.Table | None = None) -> list[dict[str, Any]]:
+def temporal_breakdown(
+    kernels: pa.Table, memcpy: pa.Table | None = None, syncs: pa.Table | None = None
+) -> list[dict[str, Any]]:
     """HTA's temporal breakdown, per device (HTA: per rank).
 
-    ``total_ns`` = last GPU activity end - first start (kernels and copies); ``idle_ns`` =
-    total - union of all activity; ``compute_ns`` = union of compute kernels (not memcpy /
-    memset / communication); ``non_compute_ns`` = total - compute - idle; ``*_pct`` their
-    shares of total (0-100). Empty list when times are not device times or nothing ran.
+    ``total_ns`` = last GPU activity end - first start (kernels, copies and the device-side
+    syncs of ``syncs`` that waited on a stream); ``idle_ns`` = total - union of all
+    activity; ``compute_ns`` = union of compute kernels (not memcpy / memset /
+    communication, never a sync); ``non_compute_ns`` = total - compute - idle; ``*_pct``
+    their shares of total (0-100). Empty list when times are not device times or nothing
+    ran. :func:`derived_metrics` feeds it HTA's selection of events
+    (:func:`hta_selection`); :func:`hta_temporal_breakdown` is HTA's figure exactly.
     """
     if not _all_gpu_time(kernels):
         return []
@@ -209,54 +218,233 @@ def temporal_breakdown(kernels: pa.Table, memcpy: pa.Table | None = None) -> lis
         else pa.array([], pa.bool_())
     )
     compute = [~np.asarray(non_compute.to_numpy(zero_copy_only=False), dtype=bool)]
-    if memcpy is not None and memcpy.num_rows:
-        starts.append(_np(memcpy, "start_ns"))
-        ends.append(_np(memcpy, "end_ns"))
-        devs.append(_devices(memcpy))
-        compute.append(np.zeros(memcpy.num_rows, dtype=bool))
+    for extra in (memcpy, _stream_syncs(syncs)):
+        if extra is not None and extra.num_rows:
+            starts.append(_np(extra, "start_ns"))
+            ends.append(_np(extra, "end_ns"))
+            devs.append(_devices(extra))
+            compute.append(np.zeros(extra.num_rows, dtype=bool))
     s, e, dev, comp = (np.concatenate(x) for x in (starts, ends, devs, compute))
     out: list[dict[str, Any]] = []
     for d in np.unique(dev):
         m = dev == d
-        total = int(e[m].max() - s[m].min())
-        busy = union_ns(s[m], e[m])
-        compute_ns = union_ns(s[m & comp], e[m & comp])
-        idle = total - busy
-        row: dict[str, Any] = {
-            "device": None if d == -1 else int(d),
-            "idle_ns": idle,
-            "compute_ns": compute_ns,
-            "non_compute_ns": total - compute_ns - idle,
-            "total_ns": total,
-        }
-        for k in ("idle", "compute", "non_compute"):
-            row[f"{k}_pct"] = 100.0 * row[f"{k}_ns"] / total if total else None
-        out.append(row)
+        out.append(_breakdown_row(s[m], e[m], comp[m], None if d == -1 else int(d)))
     return out
+
+
+def _breakdown_row(
+    s: np.ndarray, e: np.ndarray, comp: np.ndarray, device: int | None
+) -> dict[str, Any]:
+    total = int(e.max() - s.min()) if s.size else 0
+    busy = union_ns(s, e)
+    compute_ns = union_ns(s[comp], e[comp])
+    idle = total - busy
+    row: dict[str, Any] = {
+        "device": device,
+        "idle_ns": idle,
+        "compute_ns": compute_ns,
+        "non_compute_ns": total - compute_ns - idle,
+        "total_ns": total,
+    }
+    for k in ("idle", "compute", "non_compute"):
+        row[f"{k}_pct"] = 100.0 * row[f"{k}_ns"] / total if total else None
+    return row
+
+
+#: Kineto's device-side sync events carry this stream (or -1) when they wait on no stream
+NO_STREAM = (-1, 4294967295)
+
+
+def _stream_syncs(api_calls: pa.Table | None) -> pa.Table | None:
+    """The device-side sync events that waited on a stream (``Stream Sync``, ``Stream Wait
+    Event``): GPU time the device spent waiting, non-compute."""
+    if api_calls is None or not api_calls.num_rows or "stream" not in api_calls.column_names:
+        return None
+    stream = api_calls.column("stream")
+    on_stream = pc.and_(pc.is_valid(stream), pc.invert(pc.is_in(stream, pa.array(NO_STREAM))))
+    return api_calls.filter(pc.fill_null(on_stream, False))
+
+
+def _device_syncs(api_calls: pa.Table | None) -> pa.Table | None:
+    """The device-side sync events HTA counts as GPU time: any stream but -1 (HTA reads
+    ``args.stream`` with -1 as its missing value; 4294967295 is a stream to it)."""
+    if api_calls is None or not api_calls.num_rows or "stream" not in api_calls.column_names:
+        return None
+    stream = api_calls.column("stream")
+    return api_calls.filter(pc.fill_null(pc.not_equal(stream, -1), False))
+
+
+def _step_cut(annotations: pa.Table | None) -> int | None:
+    """HTA's cut for its selection: the start of the last ``ProfilerStep`` (host or GPU
+    annotation) when at least two distinct ProfilerStep names exist, else None."""
+    if annotations is None or not annotations.num_rows:
+        return None
+    steps = annotations.filter(pc.match_substring(annotations.column("name"), "ProfilerStep"))
+    if len(pc.unique(steps.column("name"))) < 2:
+        return None
+    return int(pc.max(steps.column("start_ns")).as_py())
+
+
+def _host_correlations(api_calls: pa.Table | None, cut: int) -> pa.Array:
+    """Correlation ids of the host calls that started before ``cut`` (-1 standing for the
+    calls that carry none, as in HTA)."""
+    if api_calls is None or not api_calls.num_rows:
+        return pa.array([], pa.int64())
+    host = api_calls
+    if "stream" in api_calls.column_names:
+        host = api_calls.filter(pc.is_null(api_calls.column("stream")))
+    before = host.filter(pc.less(host.column("start_ns"), cut))
+    corr = pc.fill_null(before.column("correlation_id"), -1)
+    return pc.unique(corr.combine_chunks())
 
 
 def hta_selection(
     kernels: pa.Table, memcpy: pa.Table, api_calls: pa.Table, annotations: pa.Table
 ) -> tuple[pa.Table, pa.Table]:
-    """The kernels and copies HTA's ``TraceAnalysis`` keeps by default, for comparisons.
+    """The kernels and copies HTA's ``TraceAnalysis`` keeps by default.
 
     HTA (``Trace._filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
     keeps a GPU event only when its correlation id matches a host event that starts before
     the last ``ProfilerStep`` starts: the last step's kernels and any kernel whose launch was
-    not traced are dropped. With fewer than two steps HTA filters nothing, nor does this.
-    AACO's own metrics keep every kernel; this is for side-by-side checks with HTA.
+    not traced (it started before the profiler did) are dropped. With fewer than two
+    ProfilerStep names HTA filters nothing, nor does this.
     """
-    steps = annotations.filter(pc.equal(annotations.column("kind"), "step"))
-    if len(set(steps.column("step").to_pylist())) < 2:
-        return kernels, memcpy
-    last = pc.max(steps.column("start_ns")).as_py()
-    before = api_calls.filter(pc.less(api_calls.column("start_ns"), last))
-    corr = pc.drop_null(before.column("correlation_id")).combine_chunks()
+    k, m, _ = select_gpu_events(kernels, memcpy, None, api_calls, annotations)
+    return k, m
 
-    def keep(table: pa.Table) -> pa.Table:
-        return table.filter(pc.is_in(table.column("correlation_id"), value_set=corr))
 
-    return keep(kernels), keep(memcpy)
+def select_gpu_events(
+    kernels: pa.Table,
+    memcpy: pa.Table | None,
+    syncs: pa.Table | None,
+    api_calls: pa.Table | None,
+    annotations: pa.Table | None,
+) -> tuple[pa.Table, pa.Table | None, pa.Table | None]:
+    """:func:`hta_selection` of kernels, copies and device-side syncs (API_CALLS rows with a
+    stream): ``Event Sync`` and ``Context Sync`` follow the correlation rule as HTA's
+    ``GPUKernelFilter`` has them, the other syncs (no correlation: host events to HTA) are
+    kept when they start before the cut."""
+    cut = _step_cut(annotations)
+    if cut is None:
+        return kernels, memcpy, syncs
+    corr = _host_correlations(api_calls, cut)
+
+    def keep(table: pa.Table | None) -> pa.Table | None:
+        if table is None or not table.num_rows:
+            return table
+        c = pc.fill_null(table.column("correlation_id"), -1)
+        return table.filter(pc.is_in(c, value_set=corr))
+
+    kept_syncs = syncs
+    if syncs is not None and syncs.num_rows:
+        by_corr = pc.is_in(syncs.column("name"), pa.array(["Event Sync", "Context Sync"]))
+        c = pc.fill_null(syncs.column("correlation_id"), -1)
+        kept = pc.if_else(
+            by_corr, pc.is_in(c, value_set=corr), pc.less(syncs.column("start_ns"), cut)
+        )
+        kept_syncs = syncs.filter(kept)
+    k = keep(kernels)
+    return (k if k is not None else kernels), keep(memcpy), kept_syncs
+
+
+# HTA's kernel classes (hta/utils/utils.py get_kernel_type, case-sensitive, re.match):
+# communication ^nccl.*Kernel, memory ^Memcpy|^Memset|^dma, else computation unless the name
+# matches the "other" pattern (Memcpy anywhere, Memset at the start, Sync anywhere)
+_HTA_COMM = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_OTHER = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def hta_is_compute(name: str) -> bool:
+    """Whether HTA counts an event of this name as computation in its temporal breakdown.
+
+    >>> hta_is_compute("ampere_sgemm_128x64_nn"), hta_is_compute("Memcpy HtoD (Pageable)")
+    (True, False)
+    >>> hta_is_compute("Stream Sync"), hta_is_compute("Stream Wait Event")
+    (False, True)
+    """
+    if _HTA_COMM.match(name) or _HTA_MEMORY.match(name):
+        return False
+    return _HTA_OTHER.match(name) is None
+
+
+def _round_to_us(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HTA's rounding: start up, end down, to whole microseconds (end may fall before
+    start; such an event then covers nothing)."""
+    return -((-start) // US_NS) * US_NS, (end // US_NS) * US_NS
+
+
+US_NS = 1_000
+
+
+def hta_temporal_breakdown(
+    kernels: pa.Table,
+    memcpy: pa.Table | None = None,
+    api_calls: pa.Table | None = None,
+    annotations: pa.Table | None = None,
+    *,
+    round_us: bool = False,
+) -> list[dict[str, Any]]:
+    """HTA 0.5's ``get_temporal_breakdown`` figure exactly, for side-by-side checks.
+
+    Differences from :func:`temporal_breakdown` (AACO's, documented in docs/metrics.md):
+    every device of the trace pooled in one row (HTA: one row per rank, ``device`` None);
+    HTA's name rule for compute (:func:`hta_is_compute`: ROCm blit kernels and RCCL
+    kernels not named ``nccl...Kernel`` count as compute, ``Stream Wait Event`` too);
+    every device-side sync with a stream, ``Context Sync`` on stream 4294967295 included;
+    and with ``round_us`` (the trace wrote a ``ts`` as a JSON float, HTA's trigger) every
+    start rounded up and end rounded down to whole microseconds, host calls included,
+    before HTA's selection.
+    """
+    if not _all_gpu_time(kernels):
+        return []
+    syncs = _device_syncs(api_calls)
+    api = api_calls
+    if round_us:
+        kernels, memcpy, syncs, api, annotations = (
+            _rounded(t) for t in (kernels, memcpy, syncs, api_calls, annotations)
+        )
+    kernels, memcpy, syncs = select_gpu_events(kernels, memcpy, syncs, api, annotations)
+    parts = [t for t in (kernels, memcpy, syncs) if t is not None and t.num_rows]
+    if not parts:
+        return []
+    s = np.concatenate([_np(t, "start_ns") for t in parts])
+    e = np.concatenate([_np(t, "end_ns") for t in parts])
+    comp = np.concatenate([_hta_compute_mask(t) for t in parts])
+    e = np.maximum(e, s)  # a rounded-away event covers nothing (HTA's union does the same)
+    row = _breakdown_row(s, e, comp, None)
+    row["devices"] = sorted({int(d) for t in parts for d in _devices(t).tolist() if d != -1})
+    row["rounded_to_us"] = round_us
+    return [row]
+
+
+def _hta_compute_mask(table: pa.Table) -> np.ndarray:
+    enc = table.column("name").combine_chunks().dictionary_encode()
+    flags = np.array([hta_is_compute(str(n)) for n in enc.dictionary.to_pylist()], dtype=bool)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    return flags[idx] if len(flags) else np.zeros(table.num_rows, dtype=bool)
+
+
+def _rounded(table: pa.Table | None) -> pa.Table | None:
+    if table is None or not table.num_rows:
+        return table
+    start = _np(table, "start_ns")
+    end = (
+        start + _np(table, "dur_ns") if "end_ns" not in table.column_names else _np(table, "end_ns")
+    )
+    rs, re_ = _round_to_us(start, end)
+    out = table.set_column(
+        table.schema.get_field_index("start_ns"), "start_ns", pa.array(rs, pa.int64())
+    )
+    if "end_ns" in table.column_names:
+        out = out.set_column(
+            out.schema.get_field_index("end_ns"), "end_ns", pa.array(re_, pa.int64())
+        )
+    if "dur_ns" in table.column_names:
+        out = out.set_column(
+            out.schema.get_field_index("dur_ns"), "dur_ns", pa.array(re_ - rs, pa.int64())
+        )
+    return out
 
 
 def idle_breakdown(
@@ -470,6 +658,10 @@ def launch_metrics(
     }
 
 
+def _rows(table: pa.Table | None) -> int:
+    return table.num_rows if table is not None else 0
+
+
 def derived_metrics(
     kernels: pa.Table,
     api_calls: pa.Table | None = None,
@@ -479,15 +671,19 @@ def derived_metrics(
     window: tuple[int, int] | None = None,
     microkernel_threshold_ns: int = MICROKERNEL_THRESHOLD_NS,
     consecutive_kernel_delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS,
+    float_timestamps: bool = False,
 ) -> dict[str, Any]:
     """Everything above as one JSON-ready dict (``metrics/derived_metrics.json``).
 
     Keys: ``gpu_active_ratio`` (fraction), ``gpu_active_ratio_per_device``, ``kar``,
     ``microkernel_pct`` (%), ``launch_rate_per_s`` (1/s), ``launch_tax_score``,
-    ``kernel_count``, ``kernels_per_iteration``, ``temporal_breakdown``,
-    ``idle_breakdown``, ``launch_stats`` (None without API calls), ``window``
-    {start_ns, end_ns, source}, ``units``. Iterations are the distinct ``iteration``
-    values of the kernels, else the ``step`` annotations.
+    ``kernel_count``, ``kernels_per_iteration``, ``temporal_breakdown`` (per device, over
+    HTA's selection of events, device-side stream syncs included), ``temporal_breakdown_hta``
+    (HTA 0.5's figure exactly: :func:`hta_temporal_breakdown`, rounded to µs when
+    ``float_timestamps``: the trace wrote a ``ts`` as a JSON float), ``hta_selection``
+    (events kept / dropped), ``idle_breakdown`` (over HTA's selection), ``launch_stats``
+    (None without API calls), ``window`` {start_ns, end_ns, source}, ``units``. Iterations
+    are the distinct ``iteration`` values of the kernels, else the ``step`` annotations.
     """
     win = measured_window(kernels, memcpy, annotations, window)
     ws, we = win["start_ns"], win["end_ns"]
@@ -507,7 +703,27 @@ def derived_metrics(
         if has_api and memcpy is not None and memcpy.num_rows
         else None
     )
-    idle = idle_breakdown(kernels, memcpy, launches, copy_launches, consecutive_kernel_delay_ns)
+    syncs = _stream_syncs(api_calls)
+    sel_k, sel_m, sel_s = select_gpu_events(kernels, memcpy, syncs, api_calls, annotations)
+    if sel_k.num_rows == kernels.num_rows and _rows(sel_m) == _rows(memcpy):
+        sel_launches, sel_copies = launches, copy_launches
+    else:
+        sel_launches = match_launches(sel_k, api_calls) if has_api else None
+        sel_copies = (
+            match_copies(sel_m, api_calls)
+            if has_api and sel_m is not None and sel_m.num_rows
+            else None
+        )
+    idle = idle_breakdown(sel_k, sel_m, sel_launches, sel_copies, consecutive_kernel_delay_ns)
+    selection = {
+        "kernels_kept": sel_k.num_rows,
+        "kernels_dropped": kernels.num_rows - sel_k.num_rows,
+        "copies_dropped": _rows(memcpy) - _rows(sel_m),
+        "stream_syncs_kept": _rows(sel_s),
+        "rule": "GPU events launched before the last ProfilerStep starts (HTA's default)"
+        if _step_cut(annotations) is not None
+        else "all (fewer than two ProfilerStep annotations)",
+    }
     return {
         "gpu_active_ratio": active["overall"],
         "gpu_active_ratio_per_device": {str(k): v for k, v in active["per_device"].items()},
@@ -520,7 +736,11 @@ def derived_metrics(
         "iterations": iterations,
         "graph_node_count": graph_node_count,
         "kernels_per_iteration": lm["kernels_per_iteration"],
-        "temporal_breakdown": temporal_breakdown(kernels, memcpy),
+        "temporal_breakdown": temporal_breakdown(sel_k, sel_m, sel_s),
+        "temporal_breakdown_hta": hta_temporal_breakdown(
+            kernels, memcpy, api_calls, annotations, round_us=float_timestamps
+        ),
+        "hta_selection": selection,
         "idle_breakdown": idle.to_pylist(),
         "consecutive_kernel_delay_ns": consecutive_kernel_delay_ns,
         "launch_stats": launch_stats(kernels, api_calls, launches)

@@ -475,6 +475,8 @@ class _Collector:
         self.ph_counts = np.zeros(1, dtype=np.int64)
         self.total = 0
         self.tabled = 0
+        # whether any tabled event's ts is a JSON float (HTA then rounds every event to µs)
+        self.float_ts = False
         self.ops = _Table()
         self.kernels = _Table()
         self.memcpy = _Table()
@@ -578,6 +580,7 @@ class _Collector:
             "phases": self.phases,
             "total": self.total,
             "tabled": self.tabled,
+            "float_ts": self.float_ts,
             "tables": tables,
             "odd": self.odd.meta(),
         }
@@ -593,6 +596,7 @@ class _Collector:
             self.ph_counts = _bump(self.ph_counts, np.full(k, self.ph_ids[ph], dtype=np.int32))
         self.total += part["total"]
         self.tabled += part["tabled"]
+        self.float_ts = self.float_ts or bool(part.get("float_ts"))
         self.odd.merge(part["odd"])
         for t, tab in enumerate(self._tables()):
             cols = dict(part["tables"][t])
@@ -608,7 +612,10 @@ class _Collector:
 
     def _put(self, t: int, tab: _Table, evs: list[_Event], cat: np.ndarray) -> None:
         """The columns that table ``t`` uses, for its rows ``evs`` of one piece."""
-        start, ok_start = _us_to_ns(list(map(_TS, evs)))
+        ts_values = list(map(_TS, evs))
+        if not self.float_ts and float in set(map(type, ts_values)):
+            self.float_ts = True
+        start, ok_start = _us_to_ns(ts_values)
         dur, ok_dur = _us_to_ns(list(map(_DUR, evs)))
         names, ok_name = _event_names(list(map(_NAME, evs)))
         ok = ok_start & ok_dur & (dur >= 0)
@@ -649,8 +656,7 @@ class _Collector:
             return
         tab.put(corr=self._ints("corr", map(_CORR, args)),
                 device=self._ints("device", map(_DEVICE, args)))  # fmt: skip
-        if t != _API:
-            tab.put(stream=self._ints("stream", map(_STREAM, args)))
+        tab.put(stream=self._ints("stream", map(_STREAM, args)))
         if t != _MEMCPY:
             grid = self._dims3("grid", map(_GRID, args))
             block = self._dims3("block", map(_BLOCK, args))
@@ -774,6 +780,9 @@ class _Collector:
                 "dur_ns": api_dur,
                 "correlation_id": _nullable(api_corr, pa.int64()),
                 "external_id": _nullable(a.col("ext"), pa.int64()),
+                # a device-side sync (cuda_sync on a device track) waits on a device/stream
+                "device": _nullable(np.where(on_dev, a.col("device"), _NULL), pa.int32()),
+                "stream": _nullable(np.where(on_dev, a.col("stream"), _NULL), pa.int64()),
             }
         )
         has_activity = np.isin(api_kinds, ["launch", "memcpy", "memset"])
@@ -913,6 +922,8 @@ class _Collector:
                 # a display hint only: ts/dur are us whatever it says (Chrome trace format,
                 # HTA and Perfetto's trace processor all read them so)
                 "display_time_unit": unit if isinstance(unit, str) else None,
+                # a ts written as a JSON float: HTA then rounds every event to whole µs
+                "float_ts": self.float_ts,
             },
             "event_count": self.total,
             "events_by_category": dict(sorted(self.categories.items())),

@@ -159,6 +159,8 @@ def kernel_section(
         if has and kernels is not None
         else [],
         "temporal_breakdown": derived.get("temporal_breakdown"),
+        "temporal_breakdown_hta": derived.get("temporal_breakdown_hta"),
+        "hta_selection": derived.get("hta_selection"),
         "idle_breakdown": derived.get("idle_breakdown"),
         "launch_stats": derived.get("launch_stats"),
         "attribution": session.json_file(ATTRIBUTION_SUMMARY_FILE),

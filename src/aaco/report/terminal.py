@@ -294,6 +294,22 @@ def _gpu_time(r: dict[str, Any]) -> Text:
             f"non-compute {_pct(row.get('non_compute_pct'))}, idle {_pct(row.get('idle_pct'))} "
             f"of {fmt_ms((row.get('total_ns') or 0) / 1e6)} ms\n"
         )
+    hta = (r.get("temporal_breakdown_hta") or [None])[0]
+    ours = r.get("temporal_breakdown") or []
+    if hta and hta.get("total_ns") and ours:
+        # HTA's own figure when it differs from ours (rounding to µs, pooled devices, its
+        # name rule): the number a user comparing with HTA will see there
+        gap = max(
+            abs((hta.get(f"{k}_pct") or 0.0) - (ours[0].get(f"{k}_pct") or 0.0))
+            for k in ("idle", "compute", "non_compute")
+        )
+        if len(ours) > 1 or gap >= 0.01:
+            txt.append(
+                f"HTA's figure  compute {_pct(hta.get('compute_pct'))}, "
+                f"non-compute {_pct(hta.get('non_compute_pct'))}, "
+                f"idle {_pct(hta.get('idle_pct'))} of {fmt_ms(hta['total_ns'] / 1e6)} ms"
+                f"{' (rounded to µs as HTA does)' if hta.get('rounded_to_us') else ''}\n"
+            )
     idle = r.get("idle_breakdown") or []
     total = sum(x.get("idle_ns") or 0 for x in idle)
     if total:

@@ -408,6 +408,19 @@ API_CALLS = TableSpec(
         _c("dur_ns", _i64, "ns", "end_ns - start_ns", False),
         _c("correlation_id", _i64, "", _CORR_DOC),
         _c("external_id", _i64, "", _EXT_DOC),
+        _c(
+            "device",
+            _i32,
+            "",
+            "device a device-side event belongs to (Kineto `cuda_sync` on a GPU track: "
+            "`Stream Sync`, `Event Sync`, `Stream Wait Event`...); null for host calls",
+        ),
+        _c(
+            "stream",
+            _i64,
+            "",
+            "stream a device-side sync waited on (4294967295 or -1: none); null for host calls",
+        ),
     ),
 )
 
