@@ -5,7 +5,7 @@ import os
 import torch
 import torch.nn as nn
 
-out = os.path.join(os.environ.get("AACO_CORPUS_OUT", "."), "record_torch_transformer_stack.json")
+out = os.path.join(os.environ.get("AACO_CORPUS_OUT", "."), "record_torch_transformer_stack.json.gz")
 torch.manual_seed(0)
 layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
 enc = nn.TransformerEncoder(layer, num_layers=2).eval()
