@@ -712,3 +712,14 @@ def test_category_and_phase_that_are_not_text(tmp_path: Path, chunk: int) -> Non
     assert t.meta["event_count"] == 8 + 9
     tabled = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "user_annotation", "ac2g"}
     assert set(t.meta["events_by_category"]) <= tabled
+
+
+def test_regression_ort_time_beyond_a_double_in_ns(tmp_path: Path) -> None:
+    """Fuzzing: a finite dur of 1e306 us overflowed to inf when scaled to ns (OverflowError)."""
+    from aaco.importers.ort_trace import OrtTraceImporter
+
+    text = (OTHER / "ort" / "rocm_ep_profile.json").read_text()
+    p = tmp_path / "ort.json"
+    p.write_text(text.replace('"dur" :30,', '"dur" :1e306,', 1))
+    t = OrtTraceImporter().read(p)
+    assert t.meta["dropped_rows"] == {"Node event: ts/dur missing, negative or not a number": 1}

@@ -333,8 +333,8 @@ class _Columns:
         out: int | None = None
         if isinstance(value, int) and not isinstance(value, bool):
             out = value * 1000
-        elif isinstance(value, float) and math.isfinite(value):
-            out = round(value * 1000.0)
+        elif isinstance(value, float) and math.isfinite(value) and abs(value) < 9.2e15:
+            out = round(value * 1000.0)  # (1e306 us would overflow to inf: found by fuzzing)
         elif isinstance(value, str):
             try:
                 out = _text_us_to_ns(value)
