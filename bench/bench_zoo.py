@@ -48,7 +48,9 @@ def main() -> None:
         env["AACO_CALIBRATION_DIR"] = str(a.calibration_dir or Path(tmp) / "calibration")
         if a.first_run:
             env["AACO_AUTO_CALIBRATE"] = "1"
-            env["AACO_CALIBRATION_DIR"] = str(Path(tmp) / "calibration")
+            folder = Path(env["AACO_CALIBRATION_DIR"])
+            if folder.is_dir() and any(folder.iterdir()):
+                sys.exit(f"--first-run needs an empty calibration folder: {folder}")
         else:
             t0 = time.perf_counter()
             args = ["calibrate", "--json"] + (["--quick"] if a.quick_calibration else [])
