@@ -115,14 +115,16 @@ def _best_ns(fn: Callable[[], object], n: int) -> int:
 def test_zoo_launch_runs_hundreds_of_microsecond_ops(tmp_path: Path) -> None:
     """400 nodes survive ORT's optimizer (distinct constants: nothing folds) and each is
     dispatch-sized: on [1, 16] an Add is 16 FLOPs, nanoseconds of work, so the median
-    profiled node time (ORT profile, 1 us resolution, profiler overhead included) stays
-    under 10 us."""
+    profiled node time (ORT profile, 1 us resolution, profiler overhead included) is
+    dispatch cost: a few us on a quiet desktop, 11 us seen on a loaded CI runner. The bound
+    (50 us) is loose enough for slow runners and still three orders of magnitude under
+    zoo-compute's nodes (tens of ms), which is the distinction the zoo exists to make."""
     _, bundle = _aaco_run(tmp_path, "zoo-launch", "--warmup", "5", "--iterations", "20",
                           "--profile-iterations", "3")  # fmt: skip
     ops = pq.read_table(bundle / "profiler" / "ops.parquet").to_pydict()
     per_iter = collections.Counter(ops["iteration"])
     assert len(per_iter) == 3 and min(per_iter.values()) >= 300, per_iter
-    assert statistics.median(ops["dur_ns"]) < 10_000
+    assert statistics.median(ops["dur_ns"]) < 50_000
 
 
 def test_zoo_compute_runs_near_the_gemm_peak(tmp_path: Path) -> None:
