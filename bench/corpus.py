@@ -26,7 +26,11 @@ that stops with an open-dimension error is run again with the command line the e
 aaco process tree (``wait4``), the share of operator time with known work (FLOPs) from the
 bundle's roofline table, the bottleneck verdict; for traces, the temporal breakdown and,
 with ``--hta-python`` (a venv with HolisticTraceAnalysis and pandas<3), the largest
-difference from HTA's in percentage points. Exit status 0 only when every artifact behaves
+difference from HTA's in percentage points. ``aaco`` runs with ``AACO_CALIBRATION_DIR`` set
+to a fresh empty folder unless ``--calibration-dir`` names one: the corpus is judged as a
+new user's machine sees it, where the first ``aaco run`` measures the ceilings (its quick
+calibration) and the later ones reuse them; the summary says which ceilings were used.
+Exit status 0 only when every artifact behaves
 as its manifest entry expects (``run``: completes; ``refused``: a one-line error, exit 2).
 """
 
@@ -238,11 +242,15 @@ class Row:
     command: list[str] = field(default_factory=list)
 
 
+#: extra environment for every aaco command (the calibration folder), set by ``run``
+RUN_ENV: dict[str, str] = {}
+
+
 def _run_tree(cmd: list[str], timeout: float) -> tuple[int, str, str, float, float | None]:
     """Run ``cmd``; (exit code, stdout, stderr, seconds, peak RSS MiB of the process tree)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        env = dict(os.environ, NO_COLOR="1", COLUMNS="120")
+        env = dict(os.environ, NO_COLOR="1", COLUMNS="120", **RUN_ENV)
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
         rss = None
         deadline = time.monotonic() + timeout
@@ -304,14 +312,17 @@ def _known_work(bundle: Path) -> tuple[float | None, float | None]:
     return 100.0 * known / total, total / 1e6
 
 
-def _verdict(bundle: Path) -> str | None:
+def _verdict(bundle: Path) -> tuple[str | None, str]:
+    """(the bottleneck class, why when it is ``unknown``: the classifier's explanation)."""
     f = bundle / "metrics" / "bottleneck.json"
     if not f.is_file():
-        return None
+        return None, ""
     try:
-        return str(json.loads(f.read_text()).get("bottleneck_class"))
+        v = json.loads(f.read_text())
     except (OSError, ValueError):
-        return None
+        return None, ""
+    cls = str(v.get("bottleneck_class"))
+    return cls, str(v.get("explanation") or "") if cls == "unknown" else ""
 
 
 def _one_line(text: str) -> str:
@@ -353,7 +364,9 @@ def run_model(entry: Entry, path: Path, aaco: str, sessions: Path, timeout: floa
         row.error = _one_line(err) or f"exit {rc}"
     if bundle is not None and bundle.is_dir():
         row.known_work_pct, row.op_time_ms = _known_work(bundle)
-        row.verdict = _verdict(bundle)
+        row.verdict, why = _verdict(bundle)
+        if why and not row.error:
+            row.error = f"unknown: {why}"
     return row
 
 
@@ -416,7 +429,7 @@ def run_trace(
     if bundle is None or not bundle.is_dir():
         return row
     row.known_work_pct, row.op_time_ms = _known_work(bundle)
-    row.verdict = _verdict(bundle)
+    row.verdict = _verdict(bundle)[0]
     dm_file = bundle / "metrics" / "derived_metrics.json"
     dm = json.loads(dm_file.read_text()) if dm_file.is_file() else {}
     tb = dm.get("temporal_breakdown") or []
@@ -461,6 +474,20 @@ def markdown(rows: list[Row]) -> str:
             f"| {r.temporal or '-'} | {hta} | {err} |"
         )
     return "\n".join(lines)
+
+
+def _calibrations(folder: Path) -> list[dict[str, Any]]:
+    """The ceilings stored in ``folder`` (what the verdicts were judged against)."""
+    out = []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            c = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        keep = ("backend", "mode", "contention", "measured_utc", "flops_per_s", "bytes_per_s")
+        levels = {lv.get("name"): lv.get("bytes_per_s") for lv in c.get("memory_levels") or ()}
+        out.append({"file": f.name, **{k: c[k] for k in keep if k in c}, "levels": levels})
+    return out
 
 
 def summary(rows: list[Row], entries: dict[str, Entry]) -> dict[str, Any]:
@@ -557,8 +584,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
     entries = _select(load_manifest(), ns)
     by_name = {e.name: e for e in entries}
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="aaco-corpus-sessions-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="aaco-corpus-sessions-") as tmp,
+        tempfile.TemporaryDirectory(prefix="aaco-corpus-calibration-") as cal_tmp,
+    ):
         sessions = Path(ns.sessions) if ns.sessions else Path(tmp)
+        cal = Path(ns.calibration_dir) if ns.calibration_dir else Path(cal_tmp)
+        RUN_ENV["AACO_CALIBRATION_DIR"] = str(cal)
         for e in entries:
             path = root / ("models" if e.kind == "onnx" else "traces") / e.file_name
             if e.source["type"] == "fixture":  # committed files need no fetch stage
@@ -579,7 +611,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    summ = summary(rows, by_name)
+        summ = summary(rows, by_name)
+        summ["calibration_dir"] = "fresh (empty)" if not ns.calibration_dir else str(cal)
+        summ["calibrations"] = _calibrations(cal)
     print(markdown(rows))
     print()
     print("```")
@@ -618,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--timeout", type=float, default=900.0)
             s.add_argument("--json", help="write rows and summary to this file")
             s.add_argument("--hta-python", help="python with HolisticTraceAnalysis installed")
+            s.add_argument(
+                "--calibration-dir",
+                help="ceilings folder for aaco (default: a fresh empty one, as on a new machine)",
+            )
     ns = p.parse_args(argv)
     return int({"fetch": cmd_fetch, "run": cmd_run, "list": cmd_list}[ns.cmd](ns))
 

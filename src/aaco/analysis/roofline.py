@@ -62,9 +62,11 @@ class CeilingsLike(Protocol):
     def peak_flops(self, dtype: str | None) -> float | None: ...
 
 
-#: achieved above a roof by more than this (10 %) is a ceiling problem, not measurement
-#: noise: a stable calibration figure varies by < 3 % (CV of its last 5 repetitions) and a
-#: node's time is a median over the profiled iterations; 10 % is over three such CVs
+#: achieved above a roof by more than this (10 %) is flagged as a ceiling problem, not
+#: measurement noise: a stable calibration figure varies by < 3 % (CV of its last 5
+#: repetitions) and a node's time is a median over the profiled iterations; 10 % is over
+#: three such CVs. (Between calibrations minutes apart a shared VM drifts more: the
+#: classifier's use of flagged rows is ``bottleneck.ABOVE_ROOF_AS_SATURATED``.)
 ABOVE_ROOF_TOLERANCE = 0.10
 
 
