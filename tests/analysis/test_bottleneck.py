@@ -374,8 +374,15 @@ def test_rows_above_their_roof_are_no_evidence() -> None:
         pytest.approx(0.5)
     )
     # compute-bound rows follow the same rule
-    comp = [{**_mem_row("g", None, 0.0, 1.0, 1.0, True), "op_type": "MatMul",
-             "bound": "compute", "achieved_flops_per_s": 1.3e11, "peak_flops_per_s": 1e11}]
+    comp = [
+        {
+            **_mem_row("g", None, 0.0, 1.0, 1.0, True),
+            "op_type": "MatMul",
+            "bound": "compute",
+            "achieved_flops_per_s": 1.3e11,
+            "peak_flops_per_s": 1e11,
+        }
+    ]
     sig = gather_signals(**kw, rows=ROOFLINE.from_rows(comp))["compute_utilization"]
     assert sig.value == 1.0
     sig = gather_signals(**disturbed, rows=ROOFLINE.from_rows(comp))["compute_utilization"]
