@@ -21,6 +21,7 @@ from aaco.session.schema import (
     KERNELS,
     OP_COSTS,
     OPS,
+    ROOFLINE,
 )
 
 
@@ -208,6 +209,28 @@ def test_node_roofline_takes_the_executed_nodes_own_cost_where_the_originals_fai
     assert without["X"]["flops"] is None and without["branch_mm"]["flops"] is None
 
 
+def test_node_roofline_takes_traffic_from_the_profiles_shapes_when_the_graph_lacks_it() -> None:
+    # lac_encoder (Paddle2ONNX): a GRU whose initial_h has a symbolic batch in the graph;
+    # its FLOPs are known from X and W, its bytes only from the shapes ORT recorded
+    costs = OP_COSTS.from_rows(
+        [{"node_name": "gru", "op_type": "GRU", "cost_model": "rnn", "flops": 5000,
+          "bytes": None, "dtype": "float32", "flops_known": True}]
+    )  # fmt: skip
+    ops = OPS.from_rows(
+        [{"source": "onnxruntime", "iteration": 0, "node_name": "gru", "op_type": "GRU",
+          "original_nodes": ["gru"], "start_ns": 0, "dur_ns": 1000}]
+    )  # fmt: skip
+    executed = OP_COSTS.from_rows(
+        [{"node_name": "gru", "op_type": "GRU", "cost_model": "rnn", "flops": 5000,
+          "bytes": 991232, "dtype": "float32", "flops_known": True}]
+    )  # fmt: skip
+    (row,) = node_roofline(ops, costs, None, None, FakeCeilings(), executed=executed).to_pylist()
+    assert (row["flops"], row["bytes"]) == (5000, 991232)
+    assert row["bound"] is not None
+    (row,) = node_roofline(ops, costs, None, None, FakeCeilings()).to_pylist()
+    assert row["bytes"] is None and row["bound"] is None
+
+
 def test_node_roofline_without_costs_or_ops() -> None:
     t = node_roofline(_ops(), None, None, None, None)
     assert all(r["flops"] is None and r["bound"] is None for r in t.to_pylist())
@@ -338,7 +361,6 @@ def test_each_node_is_judged_against_the_level_its_working_set_fits_in() -> None
 
 
 def test_summary_flags_rows_above_their_roof_and_keeps_them_out_of_efficiency() -> None:
-    from aaco.session.schema import ROOFLINE
 
     fine = row(name="ok", time_ns=4e6, flops=1e9, nbytes=1e7)  # efficiency 1/8
     high = row(name="high", time_ns=4e5, flops=1e9, nbytes=1e7)  # 2.5e12 > 2e12 x 1.1
@@ -358,3 +380,24 @@ def test_summary_flags_rows_above_their_roof_and_keeps_them_out_of_efficiency() 
         "above the published roof"
         in roofline_summary(ROOFLINE.from_rows([high]), published)["above_roof"]["message"]
     )
+
+
+def test_operators_that_do_no_work_are_not_unknown() -> None:
+    # 10 us each: a Reshape (0 FLOPs, 0 bytes: metadata), an If's self time (0 FLOPs, its
+    # bytes unknown: its body's nodes are rows of their own), a Transpose whose bytes are
+    # unknown (it does move data: unknown), a memory-bound Add
+    rows = [
+        row(name="r", op_type="Reshape", time_ns=1e4, flops=0, nbytes=0),
+        row(name="if", op_type="If", dtype="bool", time_ns=1e4, flops=0, nbytes=None),
+        row(name="t", op_type="Transpose", time_ns=1e4, flops=0, nbytes=None),
+        row(name="a", op_type="Add", time_ns=1e4, flops=1e3, nbytes=1.2e4),
+    ]
+    s = roofline_summary(ROOFLINE.from_rows(_with_shares(rows)), FakeCeilings())
+    assert s["time_share_no_work"] == pytest.approx(0.5)
+    assert s["time_share_unknown"] == pytest.approx(0.25)
+    assert s["time_share_memory_bound"] == pytest.approx(0.25)
+
+
+def _with_shares(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    total = sum(r["time_ns"] for r in rows)
+    return [{**r, "time_share": r["time_ns"] / total} for r in rows]

@@ -94,7 +94,8 @@ def test_quick_cpu_calibration_is_real_and_sane() -> None:
     planned = {lv.name.lower() for lv, _ in level_plan(levels, levels[0].instances)}
     expected = {
         "numpy_gemm_float32", "onnxruntime_gemm_float32", "numpy_gemm_float64",
-        "onnxruntime_gemm_float64", "numpy_copy_bandwidth", "numpy_add_bandwidth",
+        "onnxruntime_gemm_float64", "onnxruntime_gemm_int8", "numpy_copy_bandwidth",
+        "numpy_add_bandwidth",
         "onnxruntime_add_bandwidth",
         *(f"numpy_reduce_{n}_bandwidth" for n in planned),
         f"onnxruntime_add_{levels[-1].name.lower()}_bandwidth",
@@ -111,6 +112,7 @@ def test_quick_cpu_calibration_is_real_and_sane() -> None:
         engines = [by[f"numpy_gemm_{dt}"], by[f"onnxruntime_gemm_{dt}"]]
         assert c.flops_per_s[dt] in [m["value"] for m in engines]
         assert all(c.flops_per_s[dt] >= m["value"] for m in engines if m["stable"])
+    assert c.flops_per_s["int8"] == by["onnxruntime_gemm_int8"]["value"] > 1e8
     dram = [by[k] for k in ("numpy_copy_bandwidth", "numpy_add_bandwidth",
                             "onnxruntime_add_bandwidth")]  # fmt: skip
     assert c.bytes_per_s in [m["value"] for m in dram]

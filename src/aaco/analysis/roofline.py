@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.cost import CONTROL_FLOW
 from aaco.analysis.ops import per_iteration_medians
 from aaco.session.schema import ROOFLINE
 
@@ -157,6 +158,16 @@ def roofline_row(
     }
 
 
+def _no_work(r: Mapping[str, Any]) -> bool:
+    """A row known to do no arithmetic and move no data of its own: metadata-only operators
+    (Reshape, Squeeze... 0 FLOPs, 0 bytes) and control-flow nodes (If/Loop/Scan: 0 FLOPs of
+    their own, their bodies' nodes being rows of their own). Their time is dispatch and
+    bookkeeping: known to be neither memory- nor compute-bound, so not "unknown"."""
+    if r.get("flops") != 0 or r.get("bound") is not None:
+        return False
+    return r.get("bytes") == 0 or (r.get("bytes") is None and r.get("op_type") in CONTROL_FLOW)
+
+
 def _shares(rows: list[dict[str, Any]]) -> None:
     total = sum(r["time_ns"] or 0.0 for r in rows)
     for r in rows:
@@ -267,8 +278,9 @@ def node_roofline(
     traffic is the group's boundary traffic (:func:`group_traffic`), or the node's own
     bytes when it is not fused. ``executed``: OP_COSTS rows of the executed nodes
     themselves (:func:`aaco.analysis.cost.executed_node_costs`); a node's own row gives
-    what the original nodes cannot (no mapping, a member without a formula or shape), and
-    wins when the mapping is unknown. Sorted by time, longest first.
+    what the original nodes cannot (no mapping, a member without a formula or shape, or
+    traffic the graph's symbolic shapes leave unknown while the profile recorded the
+    shapes), and wins when the mapping is unknown. Sorted by time, longest first.
     """
     if ops is None or not ops.num_rows or "iteration" not in ops.column_names:
         return ROOFLINE.empty()
@@ -323,6 +335,10 @@ def node_roofline(
                 dtype = mine["dtype"]
             if mine["bytes"] is not None or nbytes is None:
                 nbytes = float(mine["bytes"]) * calls if mine["bytes"] is not None else None
+        elif mine is not None and nbytes is None and mine["bytes"] is not None:
+            # the originals' work is known but not their traffic (a dimension the graph
+            # left symbolic, e.g. an RNN's initial_h): the shapes the profile recorded
+            nbytes = float(mine["bytes"]) * calls
         pf = ceilings.peak_flops(dtype) if ceilings is not None else None
         # the working set: what one call moves (bytes per iteration / calls per iteration)
         per_call = nbytes / calls if nbytes is not None and calls else None
@@ -548,11 +564,12 @@ def roofline_summary(
 ) -> dict[str, Any]:
     """``metrics/roofline.json``: the ceilings used, time shares by bound, plottable points.
 
-    ``time_share_memory_bound`` / ``_compute_bound`` / ``_unknown``: shares of operator
-    time (0-1); ``weighted_efficiency``: time-weighted mean efficiency over rows where it
-    is known (None when none); ``points``: every row with a known intensity and achieved
-    FLOP/s (for the HTML plot); ``top_headroom``: rows with the most time recoverable under
-    the roof (time x (1 - 1/headroom)).
+    ``time_share_memory_bound`` / ``_compute_bound`` / ``_no_work`` / ``_unknown``: shares
+    of operator time (0-1; no work: :func:`_no_work`); ``weighted_efficiency``:
+    time-weighted mean efficiency over rows where it is known (None when none); ``points``:
+    every row with a known intensity and achieved FLOP/s (for the HTML plot);
+    ``top_headroom``: rows with the most time recoverable under the roof (time x
+    (1 - 1/headroom)).
     """
     rows = table.to_pylist()
     # a row above its roof has no meaningful efficiency: the roof, not the row, is wrong
@@ -605,7 +622,8 @@ def roofline_summary(
         "rows_with_work": sum(1 for r in rows if r["flops"] is not None),
         "time_share_memory_bound": _share_where(rows, lambda r: r["bound"] == "memory"),
         "time_share_compute_bound": _share_where(rows, lambda r: r["bound"] == "compute"),
-        "time_share_unknown": _share_where(rows, lambda r: r["bound"] is None),
+        "time_share_unknown": _share_where(rows, lambda r: r["bound"] is None and not _no_work(r)),
+        "time_share_no_work": _share_where(rows, _no_work),
         "weighted_efficiency": weighted,
         "points": [
             {k: r[k] for k in _POINT_KEYS}

@@ -467,6 +467,26 @@ def _ort_matmul(n: int, dtype: type[np.floating[Any]]) -> Callable[[], Any]:
     return _ort_runner(graph, feeds)
 
 
+def _ort_matmul_integer(n: int) -> Callable[[], Any]:
+    """One [n, n] uint8 x [n, n] int8 -> int32 MatMulInteger through ONNX Runtime's CPU
+    provider: the kernel under ORT's dynamically quantized MatMul, Conv and LSTM
+    (``quantize_dynamic``'s defaults: uint8 activations, int8 weights)."""
+    from onnx import TensorProto, helper
+
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [n, n])
+    b = helper.make_tensor_value_info("b", TensorProto.INT8, [n, n])
+    y = helper.make_tensor_value_info("y", TensorProto.INT32, [n, n])
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "gemm_int8", [a, b], [y]
+    )
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.integers(0, 256, (n, n), dtype=np.uint8),
+        "b": rng.integers(-128, 128, (n, n), dtype=np.int8),
+    }
+    return _ort_runner(graph, feeds)
+
+
 def _ort_add(numel: int) -> Callable[[], Any]:
     """x + 1 over [numel] floats through ONNX Runtime (its multi-threaded elementwise path)."""
     from onnx import TensorProto, helper, numpy_helper
@@ -642,6 +662,9 @@ def _cpu(settings: _Settings) -> tuple[dict[str, float], float, list[MemoryLevel
         for engine, fn in (("numpy", gemm), ("onnxruntime", _ort_matmul(n, dt))):
             run.measure(fn, 2.0 * n**3, f"{engine}_gemm_{np.dtype(dt).name}", "FLOP/s",
                         f"{n}x{n}x{n}")  # fmt: skip
+    # integer GEMM (no numpy path): the roof of ORT's quantized operators (int8 and uint8)
+    run.measure(_ort_matmul_integer(n), 2.0 * n**3, "onnxruntime_gemm_int8", "OP/s",
+                f"{n}x{n}x{n} u8 x s8")  # fmt: skip
 
     levels = cache_levels()
     threads = levels[0].instances if levels else (os.cpu_count() or 1)
@@ -686,6 +709,7 @@ def _cpu(settings: _Settings) -> tuple[dict[str, float], float, list[MemoryLevel
         dt: best_of_stable([by[f"numpy_gemm_{dt}"], by[f"onnxruntime_gemm_{dt}"]])
         for dt in ("float32", "float64")
     }
+    flops["int8"] = best_of_stable([by["onnxruntime_gemm_int8"]])
     bw = best_of_stable(dram)
     memory_levels = level_roofs(levels, level_figures, bw)
     import onnxruntime as ort

@@ -31,7 +31,8 @@ def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableTyp
     for col in ("ceiling", "value"):
         t.add_column(col, justify="left" if col == "ceiling" else "right")
     for k, v in sorted(c.flops_per_s.items()):
-        t.add_row(f"{k} GFLOP/s", _g(v, 1e9))
+        unit = "GOP/s" if k.startswith(("int", "uint")) else "GFLOP/s"
+        t.add_row(f"{k} {unit}", _g(v, 1e9))
     if c.memory_levels:
         for lv in c.memory_levels:
             cap = f" ({lv.capacity_bytes / 1024:,.0f} KiB)" if lv.capacity_bytes else ""
@@ -48,7 +49,7 @@ def _one(c: Ceilings, path: Path | None, note: str | None) -> list[RenderableTyp
             m.add_column(col, justify="left" if col in ("benchmark", "size") else "right")
         for x in ms:
             scale = 1e9
-            unit = "GFLOP/s" if x["unit"] == "FLOP/s" else "GB/s"
+            unit = {"FLOP/s": "GFLOP/s", "OP/s": "GOP/s"}.get(x["unit"], "GB/s")
             m.add_row(
                 x["name"],
                 escape(x["size"]),

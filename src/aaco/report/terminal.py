@@ -520,8 +520,9 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
         parts.append(
             Text(
                 f"operator time: memory-bound {_pct(summ.get('time_share_memory_bound'), 100)}, "
-                f"compute-bound {_pct(summ.get('time_share_compute_bound'), 100)}, unknown "
-                f"{_pct(summ.get('time_share_unknown'), 100)}; time-weighted efficiency "
+                f"compute-bound {_pct(summ.get('time_share_compute_bound'), 100)}, no work "
+                f"(dispatch, metadata, control flow) {_pct(summ.get('time_share_no_work'), 100)}, "
+                f"unknown {_pct(summ.get('time_share_unknown'), 100)}; time-weighted efficiency "
                 f"{_pct(summ.get('weighted_efficiency'), 100)}"
             )
         )
