@@ -105,6 +105,11 @@ def test_peak_flops_dtype_mapping() -> None:
     assert c.peak_flops("int64") is None and c.peak_flops(None) is None
     assert c.ridge("float16") == pytest.approx(989.4e12 / 3.35e12)
     assert normalize_dtype("torch.bfloat16") == "bfloat16"
+    # a CPU calibration's int8 GEMM figure is the roof of quantized operators, whose
+    # heaviest input ONNX spells uint8 or int8 (ConvInteger, QLinearConv, DynamicQuantize*)
+    cpu = Ceilings("cpu", "calibrated", {"float32": 1.6e11, "int8": 2.6e11}, 1.6e10)
+    assert cpu.peak_flops("uint8") == cpu.peak_flops("int8") == 2.6e11
+    assert cpu.peak_flops("int32") is None  # shape arithmetic: no ceiling, bound unknown
 
 
 def test_store_round_trip_and_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
