@@ -322,7 +322,15 @@ def _verdict(bundle: Path) -> tuple[str | None, str]:
     except (OSError, ValueError):
         return None, ""
     cls = str(v.get("bottleneck_class"))
-    return cls, str(v.get("explanation") or "") if cls == "unknown" else ""
+    if cls != "unknown":
+        return cls, ""
+    # why: each missing main signal's reason (the explanation only names the signals)
+    reasons = {
+        f"{m.get('signal')}: {m.get('reason')}"
+        for m in v.get("missing_evidence") or []
+        if "GPU" not in str(m.get("reason"))  # a CPU run lacks those by nature
+    }
+    return cls, "; ".join(sorted(reasons)) or str(v.get("explanation") or "")
 
 
 def _one_line(text: str) -> str:

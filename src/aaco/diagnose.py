@@ -141,6 +141,8 @@ def diagnose_bundle(
             rows = pa.concat_tables([rows, krows])
     write_table(path / ROOFLINE.path, rows)
     node_rows = rows.filter(pc.equal(rows.column("level"), "node"))
+    if ceilings_note is None:
+        ceilings_note = _int8_note(ceilings, node_rows)
     summary_json = roofline_summary(rows, ceilings)
     summary_json["ceilings_note"] = ceilings_note
     summary_json["kernel_counters"] = kernel_details
@@ -247,6 +249,26 @@ def _costs(nodes: pa.Table, edges: pa.Table | None) -> pa.Table:
     from aaco.analysis.cost import node_costs
 
     return node_costs(nodes, edges, graph="original")
+
+
+def _int8_note(ceilings: Any, node_rows: pa.Table) -> str | None:
+    """Why quantized operators have no bound: a CPU calibration from before the int8 roof."""
+    flops = getattr(ceilings, "flops_per_s", None)
+    if ceilings is None or getattr(ceilings, "source", None) != "calibrated" or not flops:
+        return None
+    if "int8" in flops:
+        return None
+    quantized = [
+        r
+        for r in node_rows.select(["dtype", "flops"]).to_pylist()
+        if r["dtype"] in ("int8", "uint8") and r["flops"]
+    ]
+    if not quantized:
+        return None
+    return (
+        f"{len(quantized)} int8/uint8 operators have no compute roof: this calibration "
+        "predates the int8 ceiling; run `aaco calibrate` to measure it"
+    )
 
 
 def _executed_costs(

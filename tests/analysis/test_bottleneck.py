@@ -347,7 +347,7 @@ def test_cache_resident_data_is_judged_against_its_level() -> None:
 
 
 def test_rows_above_their_roof_are_no_evidence() -> None:
-    roof = {"ceilings": {"source": "calibrated"}, "time_share_unknown": 0.0,
+    roof = {"ceilings": {"source": "calibrated", "contention": "quiet"}, "time_share_unknown": 0.0,
             "time_share_memory_bound": 1.0, "time_share_compute_bound": 0.0}  # fmt: skip
     kw: dict[str, Any] = {"summary": {}, "iters": None, "ops": None, "roofline": roof}
     # one row at 3x its roof, one at half: only the second counts
@@ -373,6 +373,16 @@ def test_rows_above_their_roof_are_no_evidence() -> None:
     assert gather_signals(**disturbed, rows=rows)["bandwidth_utilization"].value == (
         pytest.approx(0.5)
     )
+    # published peaks (no cache roofs, no TF32 entry) or a calibration of unknown quality:
+    # the drift allowance does not apply, the row is left out
+    for ceil in ({"source": "published"}, {"source": "calibrated"}):
+        other = {**kw, "roofline": {**roof, "ceilings": ceil}}
+        got = gather_signals(**other, rows=rows)["bandwidth_utilization"]
+        assert got.value == pytest.approx(0.5)
+    # exactly at the bound (2.5x) still counts; just past it does not
+    for ratio, expected in ((2.5, 1.0), (2.51, None)):
+        edge = ROOFLINE.from_rows([_mem_row("a", "DRAM", ratio * 1e10, 1e10, 1.0, True)])
+        assert gather_signals(**kw, rows=edge)["bandwidth_utilization"].value == expected
     # compute-bound rows follow the same rule
     comp = [
         {

@@ -138,7 +138,8 @@ def test_store_round_trip_and_precedence(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def _q(mode: str | None, contention: str | None, **details: object) -> Ceilings:
-    return Ceilings(device="Test CPU", source="calibrated", flops_per_s={"float32": 1e11},
+    return Ceilings(device="Test CPU", source="calibrated",
+                    flops_per_s={"float32": 1e11, "int8": 2e11},
                     bytes_per_s=2e10, fingerprint="f", backend="cpu", mode=mode,
                     contention=contention, details=dict(details))  # fmt: skip
 
@@ -163,6 +164,9 @@ def test_reuse_and_replacement_never_prefer_a_rougher_calibration() -> None:
     assert replaces(full, quick) and replaces(quick, quick) and not replaces(quick, full)
     assert replaces(quick, busy_full) and not replaces(busy_full, quick)
     assert replaces(busy_full, None)
+    # a CPU calibration from before the int8 roof is measured again
+    old = Ceilings(**{**full.to_json(), "flops_per_s": {"float32": 1e11}})
+    assert not reusable(old, quick=True)
 
 
 def test_a_file_from_before_quality_loads_and_ranks_by_what_it_recorded() -> None:

@@ -401,3 +401,22 @@ def test_operators_that_do_no_work_are_not_unknown() -> None:
 def _with_shares(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     total = sum(r["time_ns"] for r in rows)
     return [{**r, "time_share": r["time_ns"] / total} for r in rows]
+
+
+def test_summary_shares_come_from_one_level() -> None:
+    # operators (shares summing to 1) and kernels with counters (their own shares summing
+    # to 1) in one table: the summary's shares are the operators', never the sum of both
+    nodes = [
+        row(name="mm", time_ns=3e4, flops=1e9, nbytes=1e6),  # compute
+        row(name="add", op_type="Add", time_ns=1e4, flops=1e3, nbytes=1.2e4),  # memory
+    ]
+    kernels = [
+        row(level="kernel", name="k", op_type=None, time_ns=1e4, flops=1e3, nbytes=1.2e4),
+    ]
+    table = ROOFLINE.from_rows(_with_shares(nodes) + _with_shares(kernels))
+    s = roofline_summary(table, FakeCeilings())
+    assert s["time_share_compute_bound"] == pytest.approx(0.75)
+    assert s["time_share_memory_bound"] == pytest.approx(0.25)
+    # a trace imported alone: kernel rows are all there is
+    s = roofline_summary(ROOFLINE.from_rows(_with_shares(kernels)), FakeCeilings())
+    assert s["time_share_memory_bound"] == pytest.approx(1.0)

@@ -30,6 +30,7 @@ from aaco.analysis.ops import group_medians, per_iteration_medians
 from aaco.analysis.telemetry import cpu_contention
 
 __all__ = [
+    "ABOVE_ROOF_AS_SATURATED",
     "CLASSES",
     "MICRO_OP_NS",
     "RULES",
@@ -451,7 +452,10 @@ def gather_signals(
         out.append(
             Signal("compute_bound_time_share", comp if gap is None else None, "", r_src, gap)
         )
-        quiet = (roofline.get("ceilings") or {}).get("contention") != "disturbed"
+        # the drift allowance rests on quiet calibrations of this machine: not on published
+        # datasheet peaks (no cache roofs, no TF32 entry) nor on one of unknown quality
+        ceil = roofline.get("ceilings") or {}
+        quiet = ceil.get("source") == "calibrated" and ceil.get("contention") == "quiet"
         bw, fl, cached, above = _utilization(rows, cache_bytes, quiet)
         bw_missing = "no memory-bound operator with traffic"
         fl_missing = "no compute-bound operator with work"
@@ -463,15 +467,17 @@ def gather_signals(
             )
         elif "memory" in above:
             bw_missing = (
-                "every memory-bound operator ran above its bandwidth roof (by over "
-                f"{ABOVE_ROOF_AS_SATURATED:g}x, or the calibration was disturbed): the "
-                "calibration is too low"
+                "every memory-bound operator ran above its bandwidth roof"
+                + (f" by over {ABOVE_ROOF_AS_SATURATED:g}x" if quiet else "")
+                + ": the ceilings are too low"
+                + ("" if quiet else " (and not a quiet calibration of this machine)")
             )
         if "compute" in above:
             fl_missing = (
-                "every compute-bound operator ran above its compute roof (by over "
-                f"{ABOVE_ROOF_AS_SATURATED:g}x, or the calibration was disturbed): the "
-                "calibration is too low"
+                "every compute-bound operator ran above its compute roof"
+                + (f" by over {ABOVE_ROOF_AS_SATURATED:g}x" if quiet else "")
+                + ": the ceilings are too low"
+                + ("" if quiet else " (and not a quiet calibration of this machine)")
             )
         out.append(
             Signal(

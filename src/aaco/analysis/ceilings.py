@@ -144,7 +144,10 @@ def _quality(c: Ceilings) -> tuple[str | None, str | None]:
 def reusable(stored: Ceilings, quick: bool) -> bool:
     """Whether ``aaco calibrate`` may keep ``stored`` instead of measuring: a full quiet
     calibration always; any quiet one when only ``--quick`` is asked for. A quick, disturbed
-    or unknown-quality one is measured again when a full one is asked for."""
+    or unknown-quality one is measured again when a full one is asked for, and so is a CPU
+    one from before the int8 roof (its quantized operators would have no ceiling)."""
+    if stored.backend == "cpu" and "int8" not in stored.flops_per_s:
+        return False
     contention, mode = quality_rank(stored)
     quiet = contention == _CONTENTION_ORDER.index("quiet")
     return quiet and (quick or mode == _MODE_ORDER.index("full"))

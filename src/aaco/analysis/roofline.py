@@ -31,7 +31,6 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aaco.analysis.cost import CONTROL_FLOW
 from aaco.analysis.ops import per_iteration_medians
 from aaco.session.schema import ROOFLINE
 
@@ -158,6 +157,11 @@ def roofline_row(
     }
 
 
+#: control-flow nodes whose own time is bookkeeping (their bodies run as nodes of their own);
+#: not BeamSearch & co., whose own time includes logits processing and top-k
+_BRANCHING = frozenset({"If", "Loop", "Scan"})
+
+
 def _no_work(r: Mapping[str, Any]) -> bool:
     """A row known to do no arithmetic and move no data of its own: metadata-only operators
     (Reshape, Squeeze... 0 FLOPs, 0 bytes) and control-flow nodes (If/Loop/Scan: 0 FLOPs of
@@ -165,7 +169,7 @@ def _no_work(r: Mapping[str, Any]) -> bool:
     bookkeeping: known to be neither memory- nor compute-bound, so not "unknown"."""
     if r.get("flops") != 0 or r.get("bound") is not None:
         return False
-    return r.get("bytes") == 0 or (r.get("bytes") is None and r.get("op_type") in CONTROL_FLOW)
+    return r.get("bytes") == 0 or (r.get("bytes") is None and r.get("op_type") in _BRANCHING)
 
 
 def _shares(rows: list[dict[str, Any]]) -> None:
@@ -572,10 +576,13 @@ def roofline_summary(
     (1 - 1/headroom)).
     """
     rows = table.to_pylist()
+    # each level's time_share sums to 1 on its own: the shares come from one level, the
+    # operators' when there are any, else the kernels' (a trace imported alone)
+    shared = [r for r in rows if r["level"] == "node"] or rows
     # a row above its roof has no meaningful efficiency: the roof, not the row, is wrong
     known_eff = [
         r
-        for r in rows
+        for r in shared
         if r["efficiency"] is not None and r["time_share"] and not r.get("above_roof")
     ]
     weight = sum(r["time_share"] for r in known_eff)
@@ -613,17 +620,19 @@ def roofline_summary(
         }
     above = [r for r in rows if r.get("above_roof")]
     by_level: dict[str, float] = defaultdict(float)
-    for r in rows:
+    for r in shared:
         if r.get("memory_level"):
             by_level[r["memory_level"]] += r["time_share"] or 0.0
     return {
         "ceilings": ceil,
         "rows": len(rows),
         "rows_with_work": sum(1 for r in rows if r["flops"] is not None),
-        "time_share_memory_bound": _share_where(rows, lambda r: r["bound"] == "memory"),
-        "time_share_compute_bound": _share_where(rows, lambda r: r["bound"] == "compute"),
-        "time_share_unknown": _share_where(rows, lambda r: r["bound"] is None and not _no_work(r)),
-        "time_share_no_work": _share_where(rows, _no_work),
+        "time_share_memory_bound": _share_where(shared, lambda r: r["bound"] == "memory"),
+        "time_share_compute_bound": _share_where(shared, lambda r: r["bound"] == "compute"),
+        "time_share_unknown": _share_where(
+            shared, lambda r: r["bound"] is None and not _no_work(r)
+        ),
+        "time_share_no_work": _share_where(shared, _no_work),
         "weighted_efficiency": weighted,
         "points": [
             {k: r[k] for k in _POINT_KEYS}
@@ -634,7 +643,7 @@ def roofline_summary(
         "time_share_by_memory_level": dict(by_level),
         "above_roof": {
             "rows": len(above),
-            "time_share": _share_where(rows, lambda r: bool(r.get("above_roof"))),
+            "time_share": _share_where(shared, lambda r: bool(r.get("above_roof"))),
             "names": [r["name"] for r in above[:top_n]],
             "tolerance": ABOVE_ROOF_TOLERANCE,
             "message": _above_message(len(above), ceil["source"] if ceil else None),

@@ -517,11 +517,17 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
         warn = "above the" in note or note.startswith("no ceilings")
         parts.append(Text(f"  {note}", style="yellow" if warn else "dim"))
     if summ:
+        # bundles analysed before time_share_no_work existed have no such key
+        no_work = (
+            f"no work (dispatch, metadata, control flow) "
+            f"{_pct(summ.get('time_share_no_work'), 100)}, "
+            if "time_share_no_work" in summ
+            else ""
+        )
         parts.append(
             Text(
                 f"operator time: memory-bound {_pct(summ.get('time_share_memory_bound'), 100)}, "
-                f"compute-bound {_pct(summ.get('time_share_compute_bound'), 100)}, no work "
-                f"(dispatch, metadata, control flow) {_pct(summ.get('time_share_no_work'), 100)}, "
+                f"compute-bound {_pct(summ.get('time_share_compute_bound'), 100)}, {no_work}"
                 f"unknown {_pct(summ.get('time_share_unknown'), 100)}; time-weighted efficiency "
                 f"{_pct(summ.get('weighted_efficiency'), 100)}"
             )
