@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aaco.runners.launch import worker_peak_rss
+from aaco.runners.launch import _max_sampled_rss, worker_peak_rss
 from aaco.runners.rss import own_peak_rss_bytes
 
 MIB = 2**20
@@ -96,3 +96,12 @@ def test_worker_peak_rss_sources() -> None:
     assert worker_peak_rss(None, 2**30, 2**30) == (None, None)
     assert worker_peak_rss(None, None, 2**30) == (None, None)
     assert worker_peak_rss(None, 2e9, None) == (None, None)
+
+
+def test_max_sampled_rss_reads_the_telemetry_column() -> None:
+    import pyarrow as pa
+
+    t = pa.table({"proc_rss_bytes": pa.array([3_043_328, None, 176_603_136, 175_079_424])})
+    assert _max_sampled_rss(t) == 176_603_136
+    assert _max_sampled_rss(pa.table({"proc_rss_bytes": pa.array([None], pa.int64())})) is None
+    assert _max_sampled_rss(pa.table({"other": [1]})) is None

@@ -101,6 +101,16 @@ def _wait_with_usage(
         delay = min(delay * 2, 0.05)
 
 
+def _max_sampled_rss(table: pa.Table) -> int | None:
+    """The highest ``proc_rss_bytes`` the sampler read from the worker, or None."""
+    if "proc_rss_bytes" not in table.column_names or not table.num_rows:
+        return None
+    import pyarrow.compute as pc
+
+    top = pc.max(table.column("proc_rss_bytes")).as_py()
+    return int(top) if top is not None else None
+
+
 def worker_peak_rss(
     own: int | None, wait4_max_rss: float | None, parent_max_rss_at_launch: int | None
 ) -> tuple[int | None, str | None]:
@@ -200,6 +210,13 @@ def launch_worker(
             raw_usage["wait4_max_rss_bytes"],
             parent_max_rss,
         )
+        if rss is not None and source == "worker" and table is not None:
+            # the worker reads its VmHWM just before writing its result; the interpreter's
+            # exit after that can still add a little (1.5 MiB seen), which a telemetry sample
+            # may catch: the peak is at least every RSS sampled from the worker
+            sampled = _max_sampled_rss(table)
+            if sampled is not None and sampled > rss:
+                rss = sampled
         usage = {**raw_usage, "max_rss_bytes": rss, "max_rss_source": source}
     stage = result.stage if result is not None else _last_stage(bundle_dir, files)
     rc = proc.returncode
