@@ -19,8 +19,11 @@ from aaco.session.bundle import Session
 
 def test_identical_configuration_is_no_change(regress_sessions: Sessions) -> None:
     s = regress_sessions
-    # a generous threshold: this asserts the path, not the power (bench/bench_regress.py)
-    proc = aaco("diff", "-b", str(s.base), "-s", str(s.same), "--threshold", "25%", "--no-history")
+    # a generous threshold: this asserts the path, not the power (bench/bench_regress.py).
+    # The two runs are seconds apart on a shared VM whose speed drifts by up to 1.4x within
+    # minutes (BENCHMARKS.md §15): 25 % failed twice in full-suite runs (deltas -21 % and
+    # -30 %, INCONCLUSIVE), so 50 % (the slow variant is +300 %)
+    proc = aaco("diff", "-b", str(s.base), "-s", str(s.same), "--threshold", "50%", "--no-history")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("NO CHANGE")
     verdict = json.loads((s.same / "regress" / "verdict.json").read_text())
