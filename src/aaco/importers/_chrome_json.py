@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -79,6 +79,7 @@ _NONSTD_HINT = re.compile(rb"NaN|Infinity")
 _NUMBER = re.compile(rb'("(?:[^"\\]|\\.)*")|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)', re.S)
 _BIG_HINT = re.compile(rb"\d{300}|\d[eE]\+?\d{3}")
 _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
+_ESCAPE_HINT = re.compile(rb"\\u")
 # a valid surrogate pair (kept) or a lone surrogate escape
 _SURROGATE = re.compile(
     rb"(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
@@ -93,54 +94,58 @@ class _Undecodable(Exception):
         self.at_end = at_end
 
 
+def _sub_counted(
+    pattern: re.Pattern[bytes], data: bytes, fix: Callable[[re.Match[bytes]], bytes | None]
+) -> tuple[bytes, int]:
+    """``pattern.sub`` over ``data`` where ``fix`` gives a match's replacement, or None to
+    keep the match as it is; also how many matches were replaced."""
+    count = 0
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        nonlocal count
+        got = fix(m)
+        if got is None:
+            return m.group(0)
+        count += 1
+        return got
+
+    return pattern.sub(sub, data), count
+
+
+def _null_nonstandard(m: re.Match[bytes]) -> bytes | None:
+    """NaN / Infinity and friends (group 2) become null; strings (group 1) stay."""
+    return None if m.group(2) is None else b"null"
+
+
+def _null_out_of_range(m: re.Match[bytes]) -> bytes | None:
+    """A number (group 2) of over 300 digits or beyond float's range becomes null."""
+    tok = m.group(2)
+    if tok is None:
+        return None
+    digits = len(tok) - tok[:1].count(b"-")
+    if (digits > 300 and tok.lstrip(b"-").isdigit()) or math.isinf(float(tok)):
+        return b"null"
+    return None
+
+
+def _replace_lone_surrogate(m: re.Match[bytes]) -> bytes | None:
+    """A lone surrogate escape becomes U+FFFD; a valid pair (group 1) stays."""
+    return None if m.group(1) is not None else b"\\ufffd"
+
+
 def repair_json(data: bytes, repairs: dict[str, int]) -> bytes | None:
     """``data`` with non-standard JSON fixed (counts added to ``repairs``); None if clean."""
     out = data
-    if _NONSTD_HINT.search(out):
-        count = 0
-
-        def sub(m: re.Match[bytes]) -> bytes:
-            nonlocal count
-            if m.group(2) is None:
-                return m.group(1)
-            count += 1
-            return b"null"
-
-        fixed = _NONSTD.sub(sub, out)
+    for key, hint, pattern, fix in (
+        ("numbers", _NONSTD_HINT, _NONSTD, _null_nonstandard),
+        ("range", _BIG_HINT, _NUMBER, _null_out_of_range),
+        ("surrogates", _ESCAPE_HINT, _SURROGATE, _replace_lone_surrogate),
+    ):
+        if not hint.search(out):  # a cheap scan spares the substitution on clean data
+            continue
+        fixed, count = _sub_counted(pattern, out, fix)
         if count:
-            repairs[REPAIRS["numbers"]] = repairs.get(REPAIRS["numbers"], 0) + count
-            out = fixed
-    if _BIG_HINT.search(out):
-        big = 0
-
-        def null_big(m: re.Match[bytes]) -> bytes:
-            nonlocal big
-            tok = m.group(2)
-            if tok is None:
-                return m.group(1)
-            digits = len(tok) - tok[:1].count(b"-")
-            if (digits > 300 and tok.lstrip(b"-").isdigit()) or math.isinf(float(tok)):
-                big += 1
-                return b"null"
-            return tok
-
-        fixed = _NUMBER.sub(null_big, out)
-        if big:
-            repairs[REPAIRS["range"]] = repairs.get(REPAIRS["range"], 0) + big
-            out = fixed
-    if b"\\u" in out:
-        lone = 0
-
-        def keep_pairs(m: re.Match[bytes]) -> bytes:
-            nonlocal lone
-            if m.group(1) is not None:
-                return m.group(1)
-            lone += 1
-            return b"\\ufffd"
-
-        fixed = _SURROGATE.sub(keep_pairs, out)
-        if lone:
-            repairs[REPAIRS["surrogates"]] = repairs.get(REPAIRS["surrogates"], 0) + lone
+            repairs[REPAIRS[key]] = repairs.get(REPAIRS[key], 0) + count
             out = fixed
     try:
         out.decode("utf-8")
