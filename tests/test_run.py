@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-from aaco.errors import UsageError
+from aaco.errors import UsageError, attached_warnings
 from aaco.report.model import build_report
 from aaco.run import RunOptions, run_model
+from aaco.session.bundle import BundleWriter, Session, iter_sessions
 
 
 @pytest.mark.parametrize(
@@ -85,3 +90,79 @@ def test_validation_happens_before_any_bundle(tmp_path: Path) -> None:
         with pytest.raises(UsageError):
             run_model(opts)
     assert not tmp_path.joinpath("latest").exists()
+
+
+# --- a failed run whose bundle cannot be published (salvage) ------------------------------
+
+
+def _planted_bug(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunOptions:
+    """Options of a run that hits a planted AACO bug once its bundle folder exists."""
+    from tests.onnx_models import make_matmul_chain
+
+    def bug(*args: object, **kwargs: object) -> NoReturn:
+        raise RuntimeError("planted bug")
+
+    monkeypatch.setattr("aaco.run._run_into", bug)
+    model = make_matmul_chain(tmp_path / "m.onnx", batch=1)
+    return RunOptions(model=str(model), output=tmp_path / "sessions", auto_calibrate=False)
+
+
+def _fails_with(exc: OSError) -> Callable[..., NoReturn]:
+    def fail(*args: object, **kwargs: object) -> NoReturn:
+        raise exc
+
+    return fail
+
+
+def test_a_bundle_that_cannot_be_published_is_kept_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = _planted_bug(tmp_path, monkeypatch)
+    no_space = OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(BundleWriter, "publish", _fails_with(no_space))
+    with pytest.raises(RuntimeError, match="planted bug") as info:  # the bug stays the error
+        run_model(opts)
+    (partial,) = (tmp_path / "sessions").glob("*/.*.partial")
+    (warning,) = attached_warnings(info.value)
+    assert str(partial) in warning and "No space left on device" in warning
+    assert "\n" not in warning
+    meta = json.loads((partial / "session.json").read_text())
+    assert meta["status"] == "failed" and "planted bug" in meta["error"]["message"]
+
+
+def test_a_bundle_folder_without_files_is_removed_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = _planted_bug(tmp_path, monkeypatch)
+    read_only = OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(BundleWriter, "write_json", _fails_with(read_only))
+    with pytest.raises(RuntimeError, match="planted bug") as info:
+        run_model(opts)
+    (warning,) = attached_warnings(info.value)
+    assert "Read-only file system" in warning and "held no files to keep" in warning
+    assert not list((tmp_path / "sessions").glob("**/*.partial"))
+
+
+def test_a_published_bundle_whose_latest_pointer_failed_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = _planted_bug(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "aaco.session.bundle.update_latest", _fails_with(OSError(errno.EACCES, "Permission denied"))
+    )
+    with pytest.raises(RuntimeError, match="planted bug") as info:
+        run_model(opts)
+    (bundle,) = iter_sessions(tmp_path / "sessions")
+    (warning,) = attached_warnings(info.value)
+    assert f"the failed run's bundle is {bundle}" in warning and "Permission denied" in warning
+    assert Session.load(bundle).status == "failed"
+
+
+def test_a_salvaged_bundle_attaches_no_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = _planted_bug(tmp_path, monkeypatch)
+    with pytest.raises(RuntimeError, match="planted bug") as info:
+        run_model(opts)
+    assert attached_warnings(info.value) == []
+    assert Session.load(tmp_path / "sessions" / "latest").status == "failed"

@@ -13,13 +13,21 @@ import math
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from aaco import __version__
-from aaco.errors import AacoError, BundleError, InputError, RunError, UsageError
+from aaco.errors import (
+    AacoError,
+    BundleError,
+    InputError,
+    RunError,
+    UsageError,
+    attached_warnings,
+)
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -306,10 +314,9 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
             output = s.path / "report" / "report.html"
     else:
         renderer = TerminalRenderer(width=_width(), color=output is None and _color())
-    try:
-        text = renderer.render(s)
-    except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        raise BundleError(f"{path}: malformed bundle ({type(exc).__name__}: {exc})") from exc
+    # A malformed bundle is refused where it is read (Session.load, its JSON and table
+    # readers: BundleError, exit 2); anything a renderer raises past that is a bug (exit 4).
+    text = renderer.render(s)
     if output is None:
         _out(text)
         return
@@ -365,10 +372,12 @@ def analyze(session: str, sessions: Path | None, fmt: str, no_calibrate: bool) -
 @app.command()
 @click.option(
     "--backend",
-    type=click.Choice(["cpu", "cuda", "rocm"]),
+    type=click.Choice(["cpu", "cuda", "rocm", "gpu"]),
     default="cpu",
     show_default=True,
-    help="What to measure: the CPU (numpy, ONNX Runtime) or a GPU (torch).",
+    help="What to measure: the CPU (numpy, ONNX Runtime) or the GPU torch sees (cuda, rocm "
+    "and gpu all measure it, with a CUDA or a ROCm build; stored per device, whatever "
+    "framework later runs on it).",
 )
 @click.option("--quick", is_flag=True, help="Small sizes and a short budget (a rough figure).")
 @click.option("--show", is_flag=True, help="List stored calibrations; measure nothing.")
@@ -385,14 +394,17 @@ def calibrate(
 ) -> None:
     """Measure this machine's peak FLOP/s and memory bandwidth (roofline ceilings).
 
-    Stored per hardware fingerprint and backend ($AACO_CALIBRATION_DIR, else the user data
-    folder) and used by every later session's roofline on this machine. A stored
+    Stored per device ($AACO_CALIBRATION_DIR, else the user data folder): a CPU by its
+    hardware fingerprint, a GPU by its identity (vendor, model, architecture), and used by
+    every later session's roofline on that device, whatever framework ran it. A stored
     calibration is reused when it is at least as good as asked for (a full quiet one
     always; a quiet one for --quick); a quick or disturbed one never replaces a full quiet
     one. Other processes holding the CPU while it measures make it refuse (exit 1).
     """
     from aaco.analysis.ceilings import (
+        GPU_BACKEND,
         calibration_dir,
+        calibration_file,
         hardware_fingerprint,
         list_calibrations,
         load_calibration,
@@ -418,9 +430,15 @@ def calibrate(
         else:
             _out(render_calibrations(items, published, width=_width()))
         return
-    fp = hardware_fingerprint(env)
-    stored = load_calibration(fp, backend)
-    path = calibration_dir() / f"{fp}-{backend}.json"
+    fp: str | None = hardware_fingerprint(env)
+    kind = backend
+    if backend != "cpu":
+        from aaco.analysis.devices import env_gpu
+
+        ident = env_gpu(env)  # what the vendor tools report; torch confirms it when measuring
+        fp, kind = (ident.key if ident is not None else None), GPU_BACKEND
+    stored = load_calibration(fp, kind) if fp else None
+    path = calibration_file(fp, kind) if fp else calibration_dir()
     saved = False
     if stored is not None and not force and reusable(stored, quick):
         result, where = stored, path
@@ -428,6 +446,8 @@ def calibrate(
     else:
         result = measure(backend, quick=quick, env=env, allow_busy=allow_busy)
         seconds = f"measured in {result.details.get('seconds', 0):.1f} s"
+        if result.fingerprint != fp:  # torch named the GPU otherwise than the vendor tools
+            stored = load_calibration(result.fingerprint or "", result.backend or kind)
         if stored is None or replaces(result, stored):
             where = save_calibration(result)
             saved = True
@@ -940,8 +960,44 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _command_name(args: list[str]) -> str:
+    """The command of a command line (``report``), for the rerun hint of an internal error:
+    the command's own arguments stay out of the message (one may be a --token)."""
+    return next((a for a in args if not a.startswith("-")), "")
+
+
+def _classify(exc: BaseException, args: list[str]) -> tuple[str, int]:
+    """The one-line message and exit code of an exception that ended a command."""
+    if isinstance(exc, AacoError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, click.exceptions.UsageError):
+        hint = (
+            f" (see 'aaco {exc.ctx.info_name} --help')"
+            if exc.ctx and exc.ctx.info_name != "aaco"
+            else ""
+        )
+        return exc.format_message() + hint, 2
+    if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
+        return "interrupted", 130
+    # Anything else is AACO's own bug, whatever the input: a malformed input is refused,
+    # as an AacoError, where it is read. 4, not 1: a CI gate must not read a crash as
+    # "regression" (diff) or "failed run".
+    what = " ".join(f"{type(exc).__name__}: {exc}".split()).removesuffix(":")
+    command = " ".join(filter(None, ("aaco --debug", _command_name(args), "...")))
+    return (
+        f"internal error, a bug in AACO: {what}; rerun as '{command}' to see the "
+        "traceback, and please report it",
+        4,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: runs the app and turns errors into one line and an exit code."""
+    """Console entry point: runs the app and turns errors into one line and an exit code.
+
+    Every failure ends in one ``aaco: error: ...`` line on stderr (after the one-line
+    warnings attached to the exception, :func:`aaco.errors.attached_warnings`) and its exit
+    code; ``--debug`` prints the traceback first and keeps the exit code.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     # --debug is a global option: it counts only before the command name.
     leading = args[: next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))]
@@ -951,38 +1007,21 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = app.main(args=args, prog_name="aaco", standalone_mode=False)
-    except AacoError as exc:
-        if debug:
-            raise
-        _fail(str(exc), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
         sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         sys.exit(0)
-    except click.exceptions.UsageError as exc:
-        if debug:
-            raise
-        hint = (
-            f" (see 'aaco {exc.ctx.info_name} --help')"
-            if exc.ctx and exc.ctx.info_name != "aaco"
-            else ""
-        )
-        _fail(exc.format_message() + hint, 2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        _fail("interrupted", 130)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
     except BrokenPipeError:
         # `aaco ls --json | head -1`: the reader has what it wanted.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
-    except Exception as exc:
-        if debug:
-            raise
-        # 4, not 1: a CI gate must not read a crash as "regression" (diff) or "failed run"
-        _fail(
-            f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", 4
-        )
+    except (Exception, KeyboardInterrupt) as exc:
+        message, code = _classify(exc, args)
+        if debug and code != 130:
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+        for warning in attached_warnings(exc):
+            _err(f"warning: {warning}")
+        _fail(message, code)
     sys.exit(rc if isinstance(rc, int) else 0)

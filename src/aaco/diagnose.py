@@ -48,6 +48,8 @@ BACKEND_OF_PROVIDER = {
 def _backend(meta: dict[str, Any]) -> tuple[str | None, str | None]:
     """(provider, calibration backend) of a bundle; torch runs map by device."""
     run = meta.get("run") or {}
+    if meta.get("kind") == "import":
+        return None, None  # not this machine's: the device is the one the trace names
     if run.get("framework") == "torch":
         device = str(run.get("device") or "cpu")
         return None, "cpu" if device == "cpu" else "cuda"
@@ -102,6 +104,11 @@ def diagnose_bundle(
     env = session.env
     stages = _Stages()
     provider, backend = _backend(meta)
+    identity = None
+    if backend is None:
+        # an imported trace: the GPU it names (rocprofv3 agent info, Kineto deviceProperties)
+        identity = stages.run("trace_device", _trace_device, session)
+        backend = "gpu" if identity is not None else None
 
     nodes = session.table("graph_nodes")
     edges = session.table("graph_edges")
@@ -114,7 +121,7 @@ def diagnose_bundle(
     ops = session.ops()
     ceilings_note: str | None = None
     if ceilings is None and backend is not None:
-        ceilings = stages.run("ceilings", _ceilings, env, backend)
+        ceilings = stages.run("ceilings", _ceilings, env, backend, identity)
         has_work = costs is not None and costs.num_rows and ops is not None and ops.num_rows
         if ceilings is None and backend == "cpu" and has_work and _auto(auto_calibrate):
             from aaco.collectors.calibrate import first_run_calibration
@@ -126,8 +133,21 @@ def diagnose_bundle(
     executed = None
     if ops is not None and ops.num_rows:
         executed = stages.run("executed_costs", _executed_costs, path, ops, nodes, edges)
+    # on a GPU the profile's node durations are host-side launches: the node roofline uses
+    # the kernel time attributed to each node, and leaves a node without one unknown
+    device_time = backend not in (None, "cpu")
     rows = stages.run(
-        "roofline", node_roofline, ops, costs, nodes, edges, ceilings, gpu_time, executed
+        "roofline",
+        node_roofline,
+        ops,
+        costs,
+        nodes,
+        edges,
+        ceilings,
+        gpu_time,
+        executed,
+        device_time=device_time,
+        instruction=_instructions(session) if device_time else None,
     )
     if rows is None:
         rows = ROOFLINE.empty()
@@ -141,10 +161,16 @@ def diagnose_bundle(
             rows = pa.concat_tables([rows, krows])
     write_table(path / ROOFLINE.path, rows)
     node_rows = rows.filter(pc.equal(rows.column("level"), "node"))
+    if ceilings_note is None and ceilings is None and provider is None and not _ran_here(meta):
+        ceilings_note = _import_note(identity)
     if ceilings_note is None:
         ceilings_note = _int8_note(ceilings, node_rows)
     summary_json = roofline_summary(rows, ceilings)
     summary_json["ceilings_note"] = ceilings_note
+    summary_json["time_basis"] = _time_basis(device_time, gpu_time, node_rows, rows)
+    summary_json["time_note"] = _time_note(summary_json["time_basis"], node_rows)
+    if identity is not None:
+        summary_json["device_identity"] = identity.to_json()
     summary_json["kernel_counters"] = kernel_details
     if costs is not None:
         from aaco.analysis.cost import cost_summary
@@ -220,8 +246,8 @@ def _gpu_ns_per_iter(session: Session, ops: pa.Table | None) -> dict[str, float]
     kernels = session.table("kernels")
     if groups is None or not groups.num_rows or kernels is None or not kernels.num_rows:
         return None
-    if not pc.all(kernels.column("time_is_gpu")).as_py():
-        return None
+    # every source's kernel durations are device time (ORT's Kernel events too: only their
+    # start is the parent node's, see KERNELS.time_is_gpu), so gpu_time_ns is GPU time
     if ops is None or not ops.num_rows:
         return None
     iters = len(pc.unique(ops.column("iteration").drop_null()))
@@ -284,10 +310,86 @@ def _executed_costs(
     return executed_node_costs(ops, nodes, model, edges)
 
 
-def _ceilings(env: dict[str, Any] | None, backend: str) -> Any:
+def _ceilings(env: dict[str, Any] | None, backend: str, identity: Any = None) -> Any:
     from aaco.analysis.ceilings import session_ceilings
 
-    return session_ceilings(env, backend, _gpu_name(env))
+    return session_ceilings(env, backend, _gpu_name(env), identity)
+
+
+def _trace_device(session: Session) -> Any:
+    """The GPU an imported trace names (the one most kernel time ran on), else None."""
+    from aaco.analysis.devices import trace_gpus
+
+    record = session.json_file("profiler/import.json") or {}
+    sources = [m for m in record.get("sources") or [] if isinstance(m, dict)]
+    gpus = trace_gpus(sources)
+    if not gpus:
+        return None
+    kernels = session.table("kernels")
+    if kernels is not None and kernels.num_rows and len(gpus) > 1:
+        per = kernels.group_by("device").aggregate([("dur_ns", "sum")]).to_pylist()
+        per.sort(key=lambda r: -(r["dur_ns_sum"] or 0))
+        for r in per:
+            if r["device"] in gpus:
+                return gpus[r["device"]]
+    return next(iter(gpus.values()))
+
+
+def _instructions(session: Session) -> dict[str, str]:
+    from aaco.analysis.roofline import node_instructions
+
+    return node_instructions(session.table("op_kernel_map"))
+
+
+def _ran_here(meta: dict[str, Any]) -> bool:
+    """Whether the bundle is an `aaco run` (its device is this env's), not an import."""
+    return meta.get("kind") != "import"
+
+
+def _import_note(identity: Any) -> str:
+    """Why an imported trace has no ceilings (`aaco calibrate` here cannot help)."""
+    if identity is None:
+        return (
+            "no ceilings: the trace names no GPU this table knows (an imported trace is "
+            "not from this machine, so a calibration here does not apply)"
+        )
+    mem = f", {identity.memory_bytes / 1e9:.0f} GB" if identity.memory_bytes else ""
+    return (
+        f"no ceilings: the trace's GPU ({identity.name}{mem}) matches no published entry; "
+        "run `aaco calibrate --backend cuda|rocm` on that GPU and copy the stored file "
+        f"({identity.key}.json) into this machine's calibration folder"
+    )
+
+
+def _time_basis(
+    device_time: bool, gpu_time: dict[str, float] | None, rows: pa.Table, every: pa.Table
+) -> str:
+    """What the roofline's times are: ``host`` (a CPU session's operator times), ``gpu``
+    (kernel time attributed to every node, or kernel rows alone: an imported trace),
+    ``partial_gpu`` (attributed to some nodes; the others are unknown) or ``unknown`` (a GPU
+    session without kernel times)."""
+    if not device_time:
+        return "host"
+    if not rows.num_rows:
+        return "gpu" if every.num_rows else "unknown"
+    timed = sum(1 for t in rows.column("time_ns").to_pylist() if t) if rows.num_rows else 0
+    if not gpu_time or not timed:
+        return "unknown"
+    return "gpu" if timed == rows.num_rows else "partial_gpu"
+
+
+def _time_note(basis: str, rows: pa.Table) -> str | None:
+    if basis == "unknown" and rows.num_rows:
+        return (
+            "GPU time per operator unknown: the profile has no kernel times (ONNX Runtime "
+            "records them only in CUDA/ROCm builds with GPU profiling); host launch times "
+            "are not set against the GPU's roofs. Capture kernels with --profile kernels "
+            "(rocprofv3, ROCm) or import a rocprofv3 / Kineto trace of the run"
+        )
+    if basis == "partial_gpu":
+        untimed = sum(1 for t in rows.column("time_ns").to_pylist() if not t)
+        return f"{untimed} operators have no attributed GPU kernel: their time is unknown"
+    return None
 
 
 def write_reports(bundle: Path) -> None:

@@ -5,10 +5,22 @@ AacoError              base class, exit 1
 │   └── InputError     a file or folder missing, unreadable or malformed: exit 2
 ├── RunError           the workload itself failed (crash, timeout, model rejected): exit 1
 │   └── BusyError      a calibration refused: other processes held the CPU: exit 1
-└── BundleError        a session bundle is missing, incomplete or of an unknown format: exit 2
+└── BundleError        a session bundle is missing, unreadable, malformed or of an unknown
+                       format (detected where the bundle is read): exit 2
+
+Any other exception that reaches the CLI is a bug of AACO itself: exit 4, one line that says
+so, the traceback with ``--debug``. A bundle that loaded fine and then made a renderer or an
+analysis raise is such a bug, never "a malformed bundle".
+
+Something worth telling the user that happened while an exception was on its way out (a
+failed run whose bundle could not be published, say) travels with that exception:
+:func:`attach_warning` adds a one-line warning, the CLI prints :func:`attached_warnings`
+before the error (library code never prints).
 """
 
 from __future__ import annotations
+
+_WARNINGS_ATTR = "_aaco_warnings"
 
 
 class AacoError(Exception):
@@ -50,3 +62,29 @@ class BundleError(AacoError):
     """A path is not a loadable session bundle."""
 
     exit_code = 2
+
+
+def attach_warning(exc: BaseException, message: str) -> None:
+    """Attach a one-line warning to ``exc`` for the CLI to print (Python 3.10 has no
+    ``add_note``; a note would also print only with the traceback)."""
+    found: list[str] | None = getattr(exc, _WARNINGS_ATTR, None)
+    if found is None:
+        found = []
+        try:
+            setattr(exc, _WARNINGS_ATTR, found)
+        except (AttributeError, TypeError):  # an exception type without a __dict__
+            return
+    found.append(" ".join(message.split()))
+
+
+def attached_warnings(exc: BaseException) -> list[str]:
+    """The warnings attached to ``exc`` and to the exceptions it was raised from or while
+    handling (click turns Ctrl-C into ``Abort`` raised from the ``KeyboardInterrupt``)."""
+    found: list[str] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        found.extend(w for w in getattr(cur, _WARNINGS_ATTR, ()) if w not in found)
+        cur = cur.__cause__ or cur.__context__
+    return found

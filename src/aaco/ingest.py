@@ -50,6 +50,7 @@ __all__ = [
     "analyze_trace",
     "import_into",
     "import_new",
+    "ingest_profile_kernels",
     "ingest_traces",
 ]
 
@@ -194,6 +195,27 @@ def ingest_traces(
     record = _import_record(paths, analyzed, time.perf_counter() - t0)
     atomic_write_json(bundle_dir / IMPORT_META_FILE, record)
     return record
+
+
+def ingest_profile_kernels(
+    bundle_dir: Path, kernels: pa.Table, memcpy: pa.Table, ops: pa.Table
+) -> dict[str, Any]:
+    """Write the GPU kernels and copies an ONNX Runtime profile recorded (``cat:"Kernel"``
+    events of CUDA/ROCm EP builds) into the bundle ``aaco run`` is writing, attributed to
+    the profile's nodes (``ops``, already written): the GPU time the roofline uses instead
+    of the nodes' host-side launch times. Returns the attribution summary."""
+    from aaco.importers.ort_profile import SOURCE
+
+    tables = TraceTables(kernels=kernels, memcpy=memcpy, ops=ops, meta={"importer": SOURCE})
+    analyzed = analyze_trace(tables)
+    for name in ("kernels", "memcpy"):
+        table = getattr(analyzed.tables, name)
+        write_table(bundle_dir / TABLES[name].path, TABLES[name].conform(table))
+    write_table(bundle_dir / OP_KERNEL_MAP.path, analyzed.op_map)
+    write_table(bundle_dir / KERNEL_GROUPS.path, analyzed.groups)
+    atomic_write_json(bundle_dir / ATTRIBUTION_SUMMARY_FILE, analyzed.attribution)
+    atomic_write_json(bundle_dir / DERIVED_METRICS_FILE, analyzed.metrics)
+    return analyzed.attribution
 
 
 def _existing_ops(bundle_dir: Path) -> pa.Table | None:

@@ -33,12 +33,13 @@ import pyarrow as pa
 from aaco import __version__
 from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
 from aaco.diagnose import write_reports
-from aaco.errors import InputError, UsageError
+from aaco.errors import InputError, UsageError, attach_warning
 from aaco.runners.inputs import InputSpec, UnresolvedShapes, batch_of, resolve_inputs
 from aaco.runners.launch import LaunchOutcome, launch_worker
 from aaco.runners.spec import OPTIMIZED_WEIGHTS, SPEC_FILE, RunSpec, TorchRunSpec
 from aaco.session.bundle import (
     FORMAT_VERSION,
+    LATEST,
     STATUS_FAILED,
     STATUS_RUNNING,
     BundleWriter,
@@ -625,6 +626,19 @@ def _finish(
             summary["profile"]["session_events_ms"] = {
                 k: v / 1e6 for k, v in profile.session_events.items()
             }
+            if profile.kernels.num_rows or profile.memcpy.num_rows:
+                # a CUDA/ROCm EP build with GPU profiling: the kernels' durations are the
+                # device time the roofline sets against the GPU's ceilings
+                from aaco.ingest import ingest_profile_kernels
+
+                attempt(
+                    "profile_kernels",
+                    ingest_profile_kernels,
+                    writer.path,
+                    profile.kernels,
+                    profile.memcpy,
+                    profile.ops,
+                )
     _finish_summary(writer, meta, outcome, summary)
 
 
@@ -937,8 +951,13 @@ def _with_wall_times(runs: pa.Table, result: Any, skip: int) -> pa.Table:
     return runs.set_column(idx, "wall_ns", pa.array(walls[skip:], pa.int64()))
 
 
-def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
-    """Publish what exists, marked failed, after an unexpected error or an interrupt."""
+def _salvage(writer: BundleWriter, exc: BaseException | None) -> str | None:
+    """Publish what exists, marked failed, after an unexpected error or an interrupt.
+
+    The caller re-raises ``exc``, which stays what the user sees. When the bundle cannot be
+    published, one line saying where its files are is attached to ``exc`` for the CLI to
+    print (:func:`aaco.errors.attach_warning`) and returned; None when it was published.
+    """
     try:
         session_file = writer.path / "session.json"
         meta = (
@@ -960,10 +979,40 @@ def _salvage(writer: BundleWriter, exc: BaseException | None) -> None:
             (writer.path / "runtime").mkdir(exist_ok=True)
             (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
         writer.publish()
-    except Exception:
-        # The original error is re-raised by the caller and is what the user must see; a
-        # bundle that cannot be salvaged stays behind as the hidden .partial folder.
-        pass
+    except Exception as err:
+        warning = _salvage_failed(writer, err)
+        if exc is not None:
+            attach_warning(exc, warning)
+        return warning
+    return None
+
+
+def _salvage_failed(writer: BundleWriter, err: Exception) -> str:
+    """The one line that says what became of a bundle :func:`_salvage` could not publish.
+
+    Files are never left unsaid in a hidden folder: when the staging folder holds any, it
+    is kept and named; when it holds none, it is removed.
+    """
+    why = " ".join(f"{type(err).__name__}: {err}".split())
+    where = writer.path
+    if where == writer.final_path:  # renamed into place; only the latest pointer failed
+        latest = writer.root / LATEST
+        return f"the failed run's bundle is {where}; {latest} could not point at it ({why})"
+    if _holds_files(where):
+        return (
+            f"could not publish the failed run's bundle ({why}); its files are kept in the "
+            f"hidden folder {where} (aaco ls does not list it)"
+        )
+    writer.discard()
+    return f"could not publish the failed run's bundle ({why}); it held no files to keep"
+
+
+def _holds_files(folder: Path) -> bool:
+    """Whether ``folder`` holds any file (True when it cannot be read: keep, never guess)."""
+    try:
+        return folder.is_dir() and any(f.is_file() for f in folder.rglob("*"))
+    except OSError:
+        return True
 
 
 __all__ = [

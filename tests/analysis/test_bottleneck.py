@@ -117,6 +117,51 @@ def test_required_condition_failing_blocks_the_class() -> None:
     assert v["bottleneck_class"] == "balanced"
 
 
+def test_every_class_gets_its_confidence_by_the_verdicts_formula() -> None:
+    # memory-bound scores 1 (completeness 1); launch-bound 0.5 (ops 200 -> 0.5, micro share
+    # 0.7 -> 0.5; completeness 0.8, gpu_microkernel_pct missing). MAIN_OK rules out the rest
+    base = {**MAIN_OK, "memory_bound_time_share": 0.9, "bandwidth_utilization": 0.7}
+    v = classify(sigs(**{**base, "ops_per_iter": 200.0, "micro_op_time_share": 0.7}))
+    by = v["confidence_by_class"]
+    assert set(by) == {r.cls for r in RULES}
+    # the verdict: 1 x (1 - 0.5 / 2) x 1 = 0.75, its entry is the verdict's confidence
+    assert v["bottleneck_class"] == "memory-bound"
+    assert by["memory-bound"] == v["confidence"] == pytest.approx(0.75)
+    # launch-bound, not the verdict: its competitor is the verdict (1),
+    # 0.5 x (1 - 1 / 2) x 0.8 = 0.2
+    assert by["launch-bound"] == pytest.approx(0.2)
+    # a required condition failed (host share 0, compute share 0.3, p50 5 ms, first
+    # iteration 1.1x) or had no data (no GPU grid sizes, no clocks): no confidence
+    for cls in ("cpu-bound", "compute-bound", "latency-bound", "warmup-instability",
+                "under-occupied", "throttling", "frequency-scaling"):  # fmt: skip
+        assert by[cls] is None, cls
+
+
+def test_class_confidence_of_a_steady_state_class_behind_a_validity_verdict() -> None:
+    # warmup-instability (score 1, completeness 0.8) wins before memory-bound (score 1)
+    v = classify(
+        sigs(**{**MAIN_OK, "memory_bound_time_share": 0.9, "bandwidth_utilization": 0.7,
+                "first_iter_vs_p50": 5.0, "first_iter_excess_ms": 20.0})
+    )  # fmt: skip
+    by = v["confidence_by_class"]
+    assert by["warmup-instability"] == v["confidence"] == pytest.approx(0.4)
+    # memory-bound against the verdict's score 1: 1 x (1 - 1 / 2) x 1 = 0.5
+    assert by["memory-bound"] == pytest.approx(0.5)
+
+
+def test_class_confidence_below_min_score_and_without_a_verdict() -> None:
+    # host share 0.35: strength (0.35 - 0.3) / 0.4 = 0.125, cpu_contention missing
+    # (optional): score 0.125 < MIN_SCORE, not a candidate; completeness 0.7 (0.7 of 1.0).
+    # No candidate at all: balanced, no verdict confidence, but cpu-bound's own
+    # confidence is 0.125 x (1 - 0 / 2) x 0.7 = 0.0875
+    v = classify(sigs(**{**MAIN_OK, "host_work_share": 0.35}))
+    assert v["bottleneck_class"] == "balanced" and v["confidence"] is None
+    assert v["confidence_by_class"]["cpu-bound"] == pytest.approx(0.0875, abs=1e-3)
+    assert v["confidence_by_class"]["launch-bound"] is None
+    # no evidence at all: no class has a confidence
+    assert set(classify(sigs())["confidence_by_class"].values()) == {None}
+
+
 def _iters(lat_us: list[float], pre_us: list[float] | None) -> Any:
     n = len(lat_us)
     return INFERENCE_ITERS.from_columns(

@@ -81,7 +81,18 @@ def test_device_table_has_the_six_gpus_in_si_units() -> None:
 )
 def test_published_ceilings_match_real_names(name: str, device: str) -> None:
     c = published_ceilings(name)
-    assert c is not None and c.device == device and c.source == "published"
+    assert c is not None and c.source == "published"
+    assert c.device == (device if device != "MI250X" else "MI250X (one of 2 GCDs)")
+
+
+def test_a_package_of_two_gcds_gets_each_gcds_share() -> None:
+    # rocm-smi / amd-smi / torch each show an MI250X as 2 devices of 110 CUs and 64 GB; the
+    # data sheet's 383 TF / 3.2 TB/s are the package's: one device reaches half of them
+    c = published_ceilings("AMD Instinct MI250X/MI250")
+    assert c is not None
+    assert c.peak_flops("float16") == pytest.approx(383.0e12 / 2)
+    assert c.bytes_per_s == pytest.approx(3.2e12 / 2)
+    assert c.details["compute_units"] == 110 and c.details["gcds"] == 2
 
 
 @pytest.mark.parametrize(
@@ -97,9 +108,14 @@ def test_unknown_device_has_no_ceiling(name: str) -> None:
 def test_peak_flops_dtype_mapping() -> None:
     c = published_ceilings("NVIDIA H100 80GB HBM3")
     assert c is not None
-    # float16: the matrix peak is the roof; float32 has only its vector peak here
+    # float16: the matrix peak is the roof
     assert c.peak_flops("float16") == 989.4e12
-    assert c.peak_flops("float") == 66.9e12  # ONNX spells float32 "float"
+    # ONNX spells float32 "float"; with the instruction unknown an FP32 operator may have
+    # run on TF32 tensor cores (494.7 TF dense): the highest roof it could have used
+    assert c.peak_flops("float") == 494.7e12
+    assert c.peak_flops("float32_vector") == 66.9e12  # a SIMT sgemm (from its name)
+    assert c.peak_flops("float32_matrix") == 66.9e12  # H100 has no FP32-input matrix peak
+    assert c.peak_flops("tfloat32") == c.peak_flops("tfloat32_matrix") == 494.7e12
     assert c.peak_flops("double") == 66.9e12  # float64 matrix 66.9 > vector 33.5
     assert c.peak_flops("float16_matrix") == 989.4e12
     assert c.peak_flops("int64") is None and c.peak_flops(None) is None

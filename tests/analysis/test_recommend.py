@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from aaco.analysis.bottleneck import Signal
+from aaco.analysis.bottleneck import Signal, classify
 from aaco.analysis.recommend import micro_op_chains, recommend
 from aaco.session.schema import OPS, ROOFLINE
 
@@ -75,7 +75,12 @@ def test_recommend_ranks_and_caps() -> None:
         "compute-bound", "cpu-bound", "launch-bound", "latency-bound", "warmup-instability",
     ]  # fmt: skip
     assert by_class["compute-bound"]["gain_ms"] == pytest.approx(0.03)
-    assert by_class["compute-bound"]["confidence"] == 0.25
+    # a verdict without per-class confidences knows only its own class's: every other
+    # item's is unknown, neither the efficiency (0.25) nor a default (0.6, 0.3, 0.5)
+    assert by_class["compute-bound"]["confidence"] is None
+    assert by_class["cpu-bound"]["confidence"] is None
+    assert by_class["latency-bound"]["confidence"] is None
+    assert by_class["warmup-instability"]["confidence"] is None
     assert by_class["cpu-bound"]["gain_ms"] == pytest.approx(0.015)
     assert by_class["cpu-bound"]["gain_pct"] == pytest.approx(30.0)
     assert by_class["launch-bound"]["gain_ms"] == pytest.approx(0.003)
@@ -89,6 +94,60 @@ def test_recommend_ranks_and_caps() -> None:
     # first request: (5 - 1) x 0.05 ms, listed last, outside the cap
     assert by_class["warmup-instability"]["gain_ms"] == pytest.approx(0.2)
     assert by_class["warmup-instability"]["rank"] == 5
+
+
+def test_item_confidence_is_the_classifiers_for_its_class() -> None:
+    # The classifier's scores, by hand (docs/bottleneck_taxonomy.md, "Rules"):
+    #   memory-bound: time share 0.9 -> 1, bandwidth 0.7 -> 1, op share 0.8 -> 1: score 1,
+    #     completeness 1;
+    #   cpu-bound: host share 0.5 -> (0.5 - 0.3) / 0.4 = 0.5, contention 0.4 -> 0.5: score
+    #     0.5, completeness 1;
+    #   launch-bound: ops 200 -> 0.5, micro share 0.7 -> 0.5: score 0.5, completeness 0.8
+    #     (gpu_microkernel_pct missing);
+    #   compute-bound: no compute share; latency-bound: no p50; warmup-instability: no
+    #     first_iter_excess_ms: required signals missing, no score.
+    # Verdict memory-bound, runner-up 0.5: 1 x (1 - 0.5 / 2) x 1 = 0.75. The others
+    # against the verdict's score 1: cpu-bound 0.5 x 0.5 x 1 = 0.25, launch-bound
+    # 0.5 x 0.5 x 0.8 = 0.2.
+    signals = _sig(
+        memory_bound_time_share=0.9, bandwidth_utilization=0.7, op_share_of_latency=0.8,
+        host_work_share=0.5, cpu_contention=0.4, ops_per_iter=200.0,
+        micro_op_time_share=0.7, fixed_overhead_share=0.2, first_iter_vs_p50=3.0,
+    )  # fmt: skip
+    verdict = classify(signals)
+    assert verdict["bottleneck_class"] == "memory-bound"
+    assert verdict["confidence"] == pytest.approx(0.75)
+    # p50 1 ms. A memory-bound Add of 400 us (headroom 2, efficiency 0.3) and a
+    # compute-bound MatMul of 200 us (headroom 4, efficiency 0.4)
+    rows = ROOFLINE.from_rows(
+        [{"level": "node", "name": "add", "op_type": "Add", "calls_per_iter": 1.0,
+          "time_ns": 400000.0, "time_share": 0.4, "bound": "memory", "efficiency": 0.3,
+          "headroom": 2.0, "intensity": 0.1, "ridge_intensity": 10.0,
+          "ceiling_source": "calibrated"},
+         {"level": "node", "name": "mm", "op_type": "MatMul", "calls_per_iter": 1.0,
+          "time_ns": 200000.0, "time_share": 0.2, "bound": "compute", "efficiency": 0.4,
+          "headroom": 4.0, "intensity": 50.0, "ridge_intensity": 10.0,
+          "ceiling_source": "calibrated"}]
+    )  # fmt: skip
+    kw: dict[str, Any] = {
+        "signals": signals,
+        "rows": rows,
+        "ops": _ops([[2, 3, 20, 1, 1, 1], [2, 3, 30, 1, 1, 1]]),
+        "summary": {"latency_ms": {"p50": 1.0}},
+        "provider": "CPUExecutionProvider",
+    }
+    items = recommend(verdict=verdict, **kw)
+    conf = {i["class"]: i["confidence"] for i in items}
+    assert conf == {
+        "memory-bound": pytest.approx(0.75),  # the verdict's confidence, not efficiency 0.3
+        "cpu-bound": pytest.approx(0.25),
+        "launch-bound": pytest.approx(0.2),
+        "compute-bound": None,  # not efficiency 0.4: the classifier has no compute evidence
+        "latency-bound": None,  # no default 0.3
+        "warmup-instability": None,  # first iteration 3x, but no score: no default 0.5
+    }
+    # without a verdict nothing has a confidence: no number is made up
+    assert {i["confidence"] for i in recommend(verdict={}, **kw)} == {None}
 
 
 def test_recommend_needs_a_latency() -> None:

@@ -420,3 +420,79 @@ def test_summary_shares_come_from_one_level() -> None:
     # a trace imported alone: kernel rows are all there is
     s = roofline_summary(ROOFLINE.from_rows(_with_shares(kernels)), FakeCeilings())
     assert s["time_share_memory_bound"] == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- instruction roofs
+
+
+def _fp32_gemm_rows(unit: str | None) -> dict[str, Any]:
+    from aaco.analysis.ceilings import published_ceilings
+
+    mi250x = published_ceilings("AMD Instinct MI250X/MI250")  # one GCD: 23.95 / 47.85 TF
+    ops = OPS.from_rows(
+        [{"source": "onnxruntime", "iteration": 0, "node_name": "mm", "op_type": "MatMul",
+          "start_ns": 0, "dur_ns": 1_000_000}]
+    )  # fmt: skip
+    # 40 GFLOP in 1 ms: 40 TF/s, above the FP32 vector roof of a GCD, below its matrix one
+    costs = OP_COSTS.from_rows(
+        [{"node_name": "mm", "op_type": "MatMul", "flops": 40e9, "bytes": 3 * 4096 * 4096 * 4,
+          "dtype": "float", "cost_model": "matmul", "flops_known": True}]
+    )  # fmt: skip
+    instruction = {"mm": unit} if unit else None
+    (row,) = node_roofline(ops, costs, None, None, mi250x, instruction=instruction).to_pylist()
+    return row
+
+
+def test_an_fp32_gemm_on_matrix_cores_is_held_to_the_matrix_roof() -> None:
+    matrix = _fp32_gemm_rows("matrix")
+    assert matrix["peak_flops_per_s"] == pytest.approx(95.7e12 / 2)
+    assert matrix["efficiency"] == pytest.approx(40e12 / (95.7e12 / 2))
+    assert matrix["above_roof"] is False
+    # instruction unknown: the highest FP32 roof it could have used, the same here
+    assert _fp32_gemm_rows(None)["peak_flops_per_s"] == pytest.approx(95.7e12 / 2)
+    # a kernel known to be VALU-only cannot reach 40 TF on a 23.95 TF roof: flagged, the
+    # efficiency not used (a ceiling problem, not a 167 % efficient kernel)
+    vector = _fp32_gemm_rows("vector")
+    assert vector["peak_flops_per_s"] == pytest.approx(47.9e12 / 2)
+    assert vector["above_roof"] is True
+
+
+def test_node_instructions_from_kernel_names() -> None:
+    from aaco.analysis.roofline import node_instructions
+    from aaco.session.schema import OP_KERNEL_MAP
+
+    rows = [
+        ("tf", "cutlass_80_tensorop_s1688tf32gemm_256x128_16x3_tt_align4", "gemm"),
+        ("mfma", "Cijk_Ailk_Bljk_SB_MT64x64x8_MI32x32x2x1_SN_1LDSB0", "gemm"),
+        ("mfma", "elementwise_kernel", "elementwise"),  # not a compute kernel: ignored
+        ("simt", "ampere_sgemm_32x32_sliced1x4_tn", "gemm"),
+        ("valu", "Cijk_Ailk_Bljk_SB_MT64x64x8_SE_1LDSB0", "gemm"),
+        ("mixed", "ampere_sgemm_32x32_sliced1x4_tn", "gemm"),
+        ("mixed", "my_custom_gemm_kernel", "gemm"),  # the name does not tell
+        ("copy", "elementwise_kernel", "elementwise"),
+    ]
+    op_map = OP_KERNEL_MAP.from_rows(
+        [{"kernel_row": i, "kernel_name": k, "family": f, "dur_ns": 1, "op_name": op}
+         for i, (op, k, f) in enumerate(rows)]
+    )  # fmt: skip
+    assert node_instructions(op_map) == {
+        "tf": "tf32", "mfma": "matrix", "simt": "vector", "valu": "vector",
+    }  # fmt: skip
+
+
+def test_counter_valu_work_is_held_to_the_vector_roof() -> None:
+    from aaco.analysis.ceilings import published_ceilings
+
+    mi300x = published_ceilings("AMD Instinct MI300X")
+    kernels = KERNELS.from_rows(
+        [{"source": "rocprofv3", "name": "k", "start_ns": 0, "end_ns": 1000, "dur_ns": 1000,
+          "time_is_gpu": True, "dispatch_id": 1}]
+    )  # fmt: skip
+    counters = KERNEL_COUNTERS.from_rows(
+        [{"source": "rocprofv3", "dispatch_id": 1, "kernel_name": "k", "counter": c, "value": v}
+         for c, v in (("SQ_INSTS_VALU_FMA_F64", 1000.0),)]
+    )  # fmt: skip
+    table, _ = kernel_roofline(kernels, counters, mi300x)
+    (row,) = table.to_pylist()
+    # FP64 FMA on VALU: MI300X's FP64 vector roof (81.7 TF), not its FP64 matrix one (163.4)
+    assert row["dtype"] == "float64" and row["peak_flops_per_s"] == pytest.approx(81.7e12)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -37,9 +39,25 @@ def test_latency_stats_known_values() -> None:
     assert s.p99 == pytest.approx(99.01)
     assert s.min == 1 and s.max == 100
     assert s.iqr == pytest.approx(75.25 - 25.75)
-    assert s.std == pytest.approx(np.std(np.arange(1, 101), ddof=1))
-    assert s.cov == pytest.approx(s.std / 50.5)
+    # squared deviations of 1..n from their mean sum to n(n^2 - 1)/12; over n - 1 (the
+    # documented ddof = 1) that is n(n + 1)/12 = 10100/12
+    assert s.std == pytest.approx(math.sqrt(10100 / 12))  # 29.0115
+    assert s.cov == pytest.approx(math.sqrt(10100 / 12) / 50.5)  # 0.574485
     assert s.outliers == 0
+
+
+def test_std_is_the_sample_std_and_cov_its_ratio_to_the_mean() -> None:
+    # mean 5; squared deviations 9+1+1+1+0+0+4+16 = 32: population std sqrt(32/8) = 2,
+    # sample std (ddof = 1, docs/metrics.md) sqrt(32/7)
+    s = latency_stats([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
+    assert s is not None
+    assert s.mean == 5.0
+    assert s.std == pytest.approx(math.sqrt(32 / 7))  # 2.138090, not 2.0
+    assert s.cov == pytest.approx(math.sqrt(32 / 7) / 5)  # 0.427618
+    # two samples: deviations +-1 from the mean 3, sample variance 2 / 1
+    two = latency_stats([2.0, 4.0])
+    assert two is not None
+    assert two.std == pytest.approx(math.sqrt(2)) and two.cov == pytest.approx(math.sqrt(2) / 3)
 
 
 def test_latency_stats_empty_is_unknown_not_zero() -> None:
@@ -47,8 +65,19 @@ def test_latency_stats_empty_is_unknown_not_zero() -> None:
 
 
 def test_single_sample() -> None:
+    # one iteration: std 0 (documented, not NaN from ddof = 1), so CoV 0 / 2 = 0
     s = latency_stats([2.0])
     assert s is not None and s.std == 0.0 and s.p99 == 2.0
+    assert s.cov == 0.0
+
+
+def test_zero_mean_has_no_cov() -> None:
+    # CoV is null when the mean is 0 (docs/metrics.md), never a division by zero or inf
+    s = latency_stats([0.0, 0.0, 0.0])
+    assert s is not None and s.std == 0.0 and s.mean == 0.0
+    assert s.cov is None
+    one = latency_stats([0.0])
+    assert one is not None and one.std == 0.0 and one.cov is None
 
 
 def test_outlier_count() -> None:

@@ -447,7 +447,9 @@ def gather_signals(
         unknown = roofline.get("time_share_unknown")
         mem = roofline.get("time_share_memory_bound")
         comp = roofline.get("time_share_compute_bound")
-        gap = None if unknown is not None and unknown < 0.5 else "work unknown for most op time"
+        gap = None
+        if unknown is None or unknown >= 0.5:
+            gap = roofline.get("time_note") or "work unknown for most op time"
         out.append(Signal("memory_bound_time_share", mem if gap is None else None, "", r_src, gap))
         out.append(
             Signal("compute_bound_time_share", comp if gap is None else None, "", r_src, gap)
@@ -686,13 +688,20 @@ def classify(signals: dict[str, Signal]) -> dict[str, Any]:
     / 2) x the share of its rule's weight that had data (docs/bottleneck_taxonomy.md).
     With no candidate: ``balanced`` when the signals of the main classes (launch, memory,
     compute, cpu) were all available, else ``unknown`` with confidence None.
+
+    ``confidence_by_class`` gives every class of ``RULES`` its confidence by the same
+    formula, whether or not it is the verdict: its score x (1 - the score of the first
+    *other* candidate in verdict order / 2) x its completeness (the verdict's entry is
+    ``confidence``); None for a class whose rule does not hold or lacks a required signal.
     """
     scored: list[tuple[str, float, list[dict[str, Any]]]] = []
     all_missing: list[dict[str, Any]] = []
     all_evidence: dict[str, list[dict[str, Any]]] = {}
     completeness: dict[str, float] = {}
+    score_of: dict[str, float | None] = {}
     for rule in RULES:
         score, evidence, missing = _score(rule, signals)
+        score_of[rule.cls] = score
         all_missing += missing
         all_evidence[rule.cls] = evidence
         total_w = sum(c.weight for c in rule.conditions)
@@ -705,6 +714,7 @@ def classify(signals: dict[str, Signal]) -> dict[str, Any]:
     # a verdict about the measurement itself comes first: steady-state classes are not to be
     # trusted while one-time costs or clock changes are inside the measured phase
     scored.sort(key=lambda x: (x[0] not in VALIDITY_CLASSES, -x[1]))
+    by_class = _confidence_by_class(score_of, completeness, [(c, s) for c, s, _ in scored])
     main = ("launch-bound", "memory-bound", "compute-bound", "cpu-bound")
     # only missing signals that could have changed the answer: those of a main class that a
     # failing condition has not already ruled out
@@ -721,6 +731,7 @@ def classify(signals: dict[str, Signal]) -> dict[str, Any]:
             "bottleneck_class": cls,
             "confidence": None,
             "score": None,
+            "confidence_by_class": by_class,
             "secondary": [],
             "top_evidence": [],
             "evidence_by_class": all_evidence,
@@ -733,20 +744,41 @@ def classify(signals: dict[str, Signal]) -> dict[str, Any]:
             ),
         }
     top_cls, top_score, top_ev = scored[0]
-    runner = scored[1][1] if len(scored) > 1 else 0.0
-    confidence = top_score * (1.0 - runner / 2.0) * completeness[top_cls]
     rule = next(r for r in RULES if r.cls == top_cls)
     ranked_ev = sorted(top_ev, key=lambda e: -(e["weight"] * e["strength"]))
     return {
         "bottleneck_class": top_cls,
-        "confidence": round(confidence, 3),
+        # score x (1 - runner-up's score / 2) x completeness, as for every class
+        "confidence": by_class[top_cls],
         "score": round(top_score, 3),
+        "confidence_by_class": by_class,
         "secondary": [{"class": c, "score": round(s, 3)} for c, s, _ in scored[1:]],
         "top_evidence": ranked_ev,
         "evidence_by_class": all_evidence,
         "missing_evidence": _dedupe(all_missing),
         "explanation": rule.explains,
     }
+
+
+def _confidence_by_class(
+    score_of: dict[str, float | None],
+    completeness: dict[str, float],
+    candidates: list[tuple[str, float]],
+) -> dict[str, float | None]:
+    """Each class's confidence: score x (1 - runner_up_score / 2) x completeness, the
+    runner-up being the first candidate other than the class itself in verdict order
+    (``candidates``, sorted as for the verdict; 0 without one), rounded to 3 places. For
+    the verdict that is the second candidate, so its entry is the verdict's confidence;
+    for any other class it is the verdict. None for a class without a score (a required
+    condition failed or lacked data): the classifier has no confidence for it."""
+    out: dict[str, float | None] = {}
+    for cls, score in score_of.items():
+        if score is None:
+            out[cls] = None
+            continue
+        runner = next((s for c, s in candidates if c != cls), 0.0)
+        out[cls] = round(score * (1.0 - runner / 2.0) * completeness[cls], 3)
+    return out
 
 
 def _dedupe(missing: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,16 +1,18 @@
 """Roofline ceilings: published GPU peaks and this machine's calibrated peaks.
 
-Precedence for a session (:func:`session_ceilings`): the calibration stored for the
-session's hardware fingerprint and backend (``aaco calibrate``), else the published peaks
-of its GPU (``configs/devices.yaml``), else None: no ceiling is ever made up.
+Precedence for a session (:func:`session_ceilings`): the calibration stored for its device
+(``aaco calibrate``: a CPU by its hardware fingerprint, a GPU by its device identity,
+:mod:`aaco.analysis.devices`, whatever framework measured or ran it), else the published
+peaks of its GPU (``configs/devices.yaml``), else None: no ceiling is ever made up.
 
 Calibrations are JSON files under ``$AACO_CALIBRATION_DIR``, else the user data folder
-(``platformdirs.user_data_dir("aaco")/calibration``), one per (hardware fingerprint,
-backend). Each records its quality: ``mode`` (``full`` or ``quick``) and ``contention``
-(``quiet`` or ``disturbed``); :func:`quality_rank` orders them so that a rough or disturbed
-calibration never replaces a full quiet one. A calibrated CPU has bandwidth roofs per
-memory level (``memory_levels``: L1, L2, L3, DRAM; the cache-aware roofline), and
-:meth:`Ceilings.memory_roof` picks the level an operator's working set fits in.
+(``platformdirs.user_data_dir("aaco")/calibration``): ``<fingerprint>-cpu.json`` per CPU
+host, ``gpu-<vendor>-<device>.json`` per GPU identity. Each records its quality: ``mode``
+(``full`` or ``quick``) and ``contention`` (``quiet`` or ``disturbed``); :func:`quality_rank`
+orders them so that a rough or disturbed calibration never replaces a full quiet one. A
+calibrated CPU has bandwidth roofs per memory level (``memory_levels``: L1, L2, L3, DRAM;
+the cache-aware roofline), and :meth:`Ceilings.memory_roof` picks the level an operator's
+working set fits in.
 
 Example::
 
@@ -35,15 +37,18 @@ from aaco.session.bundle import atomic_write_json
 
 __all__ = [
     "CALIBRATION_ENV",
+    "GPU_BACKEND",
     "Ceilings",
     "MemoryLevel",
     "calibration_dir",
+    "calibration_file",
     "hardware_fingerprint",
     "list_calibrations",
     "load_calibration",
     "load_device_table",
     "normalize_dtype",
     "published_ceilings",
+    "published_for",
     "quality_label",
     "quality_rank",
     "replaces",
@@ -73,15 +78,18 @@ _DTYPES = {
 
 
 def normalize_dtype(dtype: str | None) -> str | None:
-    """ONNX / torch element type names to the ceiling keys (``float`` -> ``float32``)."""
+    """ONNX / torch element type names to the ceiling keys (``float`` -> ``float32``); a
+    ``_matrix`` or ``_vector`` suffix (the instruction type, when known) is kept."""
     if not dtype:
         return None
     d = dtype.lower().removeprefix("torch.")
-    matrix = d.endswith("_matrix")
-    base = _DTYPES.get(d.removesuffix("_matrix"))
+    suffix = next((x for x in ("_matrix", "_vector") if d.endswith(x)), "")
+    base = _DTYPES.get(d.removesuffix(suffix))
     if base is None:
         return None
-    return base + "_matrix" if matrix else base
+    if base == "tfloat32":
+        return "tfloat32_matrix"  # TF32 exists only on matrix / tensor cores
+    return base + suffix
 
 
 @dataclass(frozen=True)
@@ -207,15 +215,25 @@ class Ceilings:
         return "DRAM", self.bytes_per_s
 
     def peak_flops(self, dtype: str | None) -> float | None:
-        """The highest ceiling for ``dtype``: its matrix-core peak when the device has one,
-        else its vector peak; ``*_matrix`` asks for the matrix peak alone. None when the
-        dtype is unknown or has no figure here."""
+        """The ceiling for ``dtype``, by what is known of the instruction type.
+
+        ``<dtype>_matrix`` (matrix / tensor cores, from counters or the kernel's name): the
+        matrix peak, else the vector one; ``<dtype>_vector``: the vector peak alone;
+        ``tfloat32``: the TF32 tensor-core peak. A bare dtype (instruction unknown) gets
+        the highest peak it could reach: matrix or vector, and for float32 also the TF32
+        tensor-core peak (libraries run FP32 GEMMs on TF32 tensor cores when allowed), so
+        that no operator is judged against a roof below what it may have used. None when
+        the dtype is unknown or has no figure here."""
         d = normalize_dtype(dtype)
         if d is None:
             return None
+        f = self.flops_per_s
+        if d.endswith("_vector"):
+            return f.get(d.removesuffix("_vector"))
         if d.endswith("_matrix"):
-            return self.flops_per_s.get(d) or self.flops_per_s.get(d.removesuffix("_matrix"))
-        values = [v for v in (self.flops_per_s.get(d + "_matrix"), self.flops_per_s.get(d)) if v]
+            return f.get(d) or f.get(d.removesuffix("_matrix"))
+        keys = [d + "_matrix", d] + (["tfloat32_matrix"] if d == "float32" else [])
+        values = [v for v in (f.get(k) for k in keys) if v]
         return max(values) if values else None
 
     def ridge(self, dtype: str | None) -> float | None:
@@ -265,22 +283,50 @@ def published_ceilings(
     """Published peaks of the first table entry whose pattern matches ``device_name``."""
     for entry in table if table is not None else load_device_table():
         if any(re.search(p, device_name, re.IGNORECASE) for p in entry.get("match") or []):
-            peaks = entry.get("peaks") or {}
-            bw = peaks.get("bytes_per_s")
-            return Ceilings(
-                device=entry["name"],
-                source="published",
-                flops_per_s={k: float(v) for k, v in (peaks.get("flops_per_s") or {}).items()},
-                bytes_per_s=float(bw) if bw else None,
-                details={
-                    "matched": device_name,
-                    "citation": entry.get("source"),
-                    "compute_units": entry.get("compute_units"),
-                    "memory_bytes": entry.get("memory_bytes"),
-                    "vendor": entry.get("vendor"),
-                },
-            )
+            return _published(entry, device_name, "name")
     return None
+
+
+def published_for(identity: Any, table: list[dict[str, Any]] | None = None) -> Ceilings | None:
+    """Published peaks of the table entry a :class:`aaco.analysis.devices.DeviceIdentity`
+    resolved to (by name or by architecture and compute units); None when it resolved to
+    none."""
+    entry_name = getattr(identity, "entry", None)
+    if not entry_name:
+        return None
+    for entry in table if table is not None else load_device_table():
+        if entry["name"] == entry_name:
+            return _published(entry, identity.name, identity.matched_by)
+    return None
+
+
+def _published(entry: Mapping[str, Any], reported: str, matched_by: str | None) -> Ceilings:
+    """Ceilings of one table entry, per device a process sees (a package of ``gcds`` dies
+    exposed as separate devices gets each die's share of the package figures)."""
+    peaks = entry.get("peaks") or {}
+    gcds = int(entry.get("gcds") or 1)
+    bw = peaks.get("bytes_per_s")
+    units, memory = entry.get("compute_units"), entry.get("memory_bytes")
+    device = str(entry["name"]) + (f" (one of {gcds} GCDs)" if gcds > 1 else "")
+    if matched_by == "architecture" and entry.get("same_as"):
+        # recognised by CUs and memory, which this entry shares with another part
+        device += f" or {entry['same_as']} (same figures)"
+    return Ceilings(
+        device=device,
+        source="published",
+        flops_per_s={k: float(v) / gcds for k, v in (peaks.get("flops_per_s") or {}).items()},
+        bytes_per_s=float(bw) / gcds if bw else None,
+        details={
+            "matched": reported,
+            "matched_by": matched_by,
+            "citation": entry.get("source"),
+            "compute_units": int(units) // gcds if units else None,
+            "memory_bytes": float(memory) / gcds if memory else None,
+            "vendor": entry.get("vendor"),
+            "arch": entry.get("arch"),
+            "gcds": gcds,
+        },
+    )
 
 
 # --- calibrations --------------------------------------------------------------------------
@@ -319,8 +365,23 @@ def calibration_dir() -> Path:
     return Path(platformdirs.user_data_dir("aaco")) / "calibration"
 
 
+#: the backend GPU calibrations are stored under, whatever framework measured them; their
+#: ``fingerprint`` is the device identity's key (:attr:`DeviceIdentity.key`)
+GPU_BACKEND = "gpu"
+#: backends of GPU calibrations written before the device identity keyed them
+_LEGACY_GPU_BACKENDS = ("cuda", "rocm")
+
+
 def _file(fingerprint: str, backend: str) -> Path:
+    if backend == GPU_BACKEND:
+        return calibration_dir() / f"{fingerprint}.json"
     return calibration_dir() / f"{fingerprint}-{backend}.json"
+
+
+def calibration_file(fingerprint: str, backend: str) -> Path:
+    """Where the calibration for (fingerprint, backend) is stored: ``<fingerprint>-cpu.json``
+    for a CPU, ``gpu-<vendor>-<device>.json`` for a GPU (fingerprint = its identity key)."""
+    return _file(fingerprint, backend)
 
 
 def save_calibration(c: Ceilings, backend: str | None = None) -> Path:
@@ -360,13 +421,33 @@ def list_calibrations() -> list[tuple[Path, Ceilings]]:
 
 
 def session_ceilings(
-    env: Mapping[str, Any] | None, backend: str, gpu_name: str | None
+    env: Mapping[str, Any] | None,
+    backend: str,
+    gpu_name: str | None = None,
+    identity: Any = None,
 ) -> Ceilings | None:
-    """Calibrated for this hardware and backend, else published for the GPU, else None."""
-    if env:
-        cal = load_calibration(hardware_fingerprint(env), backend)
+    """The ceilings of a session's device, best first, else None.
+
+    CPU: the calibration stored for this hardware fingerprint. GPU (any other backend:
+    cuda, rocm, gpu): the calibration stored for the device's identity (``identity``, else
+    the env's first GPU, else ``gpu_name``; :mod:`aaco.analysis.devices`) whatever
+    framework measured it, then one stored by an older AACO under (host fingerprint,
+    cuda|rocm), then the published peaks of the device.
+    """
+    if backend == "cpu":
+        return load_calibration(hardware_fingerprint(env), "cpu") if env else None
+    from aaco.analysis.devices import env_gpu, identify
+
+    ident = identity or env_gpu(env) or (identify(gpu_name) if gpu_name else None)
+    if ident is not None:
+        cal = load_calibration(ident.key, GPU_BACKEND)
         if cal is not None:
             return cal
-    if backend != "cpu" and gpu_name:
-        return published_ceilings(gpu_name)
+    if env:
+        for legacy in _LEGACY_GPU_BACKENDS:
+            cal = load_calibration(hardware_fingerprint(env), legacy)
+            if cal is not None:
+                return cal
+    if ident is not None:
+        return published_for(ident)
     return None

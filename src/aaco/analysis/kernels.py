@@ -24,7 +24,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["FAMILIES", "KernelClass", "classify_kernel", "classify_table", "short_name"]
+__all__ = [
+    "FAMILIES",
+    "KernelClass",
+    "classify_kernel",
+    "classify_table",
+    "math_unit",
+    "short_name",
+]
 
 FAMILIES = (
     "gemm",
@@ -351,6 +358,38 @@ def _first_family(name: str) -> str:
         if rx.search(name):
             return family
     return "other"
+
+
+# The instruction type a kernel's name gives away, for the roof it is held to.
+# Matrix / tensor cores: NVIDIA HMMA/IMMA/GMMA kernels (cuBLAS `*_h1688gemm`, `s1688gemm`,
+# `*_884*`, xmma / wmma / gmma / tensorop / nvjet names), AMD MFMA (Tensile / hipBLASLt
+# solutions with an `_MI<M>x<N>x<K>` instruction tile, `mfma`, Composable Kernel `xdl`).
+_MATRIX_UNIT = _rx(
+    r"tensorop|xmma|wmma|gmma|hmma|imma|(?<![a-z])nvjet|mfma|_xdl|xdlops"
+    r"|(?<![a-z0-9])[hsi]?(?:1688|16816|884|8816)|_mi\d+x\d+x\d+"
+)
+# Plain vector units: cuBLAS / cuDNN SIMT FP32/FP64 kernels (`ampere_sgemm_*`,
+# `implicit_convolve_sgemm`, `dgemm`), GEMV, and Tensile solutions without an MFMA tile.
+_VECTOR_UNIT = _rx(r"(?<![a-z0-9])(?:sgemm|dgemm|sgemv|dgemv|gemv)|implicit_convolve_sgemm")
+
+
+@functools.lru_cache(maxsize=65536)
+def math_unit(name: str) -> str | None:
+    """``matrix`` (tensor / matrix cores), ``vector`` (SIMT / VALU) or None (the name does
+    not tell) for a GEMM- or convolution-like kernel.
+
+    >>> math_unit("ampere_sgemm_32x32_sliced1x4_tn"), math_unit("sm90_xmma_gemm_f16f16")
+    ('vector', 'matrix')
+    """
+    s = _KD_SUFFIX.sub("", name.strip())
+    if _MATRIX_UNIT.search(s):
+        return "matrix"
+    if _VECTOR_UNIT.search(s):
+        return "vector"
+    library = classify_kernel(name).library
+    if library in ("Tensile", "hipBLASLt"):
+        return "vector"  # a Tensile solution on MFMA names its _MI tile (matched above)
+    return None
 
 
 @functools.lru_cache(maxsize=65536)

@@ -23,6 +23,11 @@ profiled (ORT) ``name``, ``label`` and ``original_name``.
 Gains are capped so that their sum never exceeds the latency (Amdahl): estimates are taken
 in order of gain, then upper bounds, each clipped to what the previous ones left; the list
 is then ranked by the capped gain (first-request gains last).
+
+An item's ``confidence`` is the classifier's confidence for the item's ``class`` (the class
+whose evidence motivates it), computed by the verdict's formula for every class whether or
+not it won (``confidence_by_class`` of :func:`~aaco.analysis.bottleneck.classify`); None
+(unknown) when the classifier gave that class no score. No default is filled in.
 """
 
 from __future__ import annotations
@@ -126,6 +131,17 @@ def _ev(signal: str, value: Any, source: str, unit: str = "") -> dict[str, Any]:
     return {"signal": signal, "value": value, "unit": unit, "source": source}
 
 
+def _class_confidences(verdict: dict[str, Any]) -> dict[str, float | None]:
+    """The classifier's confidence per class (docs/bottleneck_taxonomy.md, "What to fix
+    first"): the verdict's ``confidence_by_class``; a verdict written before it had one
+    knows only its own class's confidence."""
+    by_class = verdict.get("confidence_by_class")
+    if isinstance(by_class, dict):
+        return {str(k): v for k, v in by_class.items()}
+    cls = verdict.get("bottleneck_class")
+    return {cls: verdict.get("confidence")} if isinstance(cls, str) else {}
+
+
 def recommend(
     *,
     signals: dict[str, Signal],
@@ -138,8 +154,8 @@ def recommend(
     top_n: int = 10,
     names: OpNames | None = None,
 ) -> list[dict[str, Any]]:
-    """The ranked list (see the module docstring for every gain formula); ``names`` labels
-    the operators (their profiled names without it)."""
+    """The ranked list (see the module docstring for every gain formula and the
+    confidence); ``names`` labels the operators (their profiled names without it)."""
     summary = summary or {}
     names = names or OpNames()
 
@@ -151,7 +167,8 @@ def recommend(
     if not p50_ms:
         return []
     gpu = provider in GPU_PROVIDERS
-    conf_of = {verdict.get("bottleneck_class"): verdict.get("confidence")}
+    # each item's confidence is the classifier's for the item's class; None where it has none
+    conf_of = _class_confidences(verdict)
     items: list[dict[str, Any]] = []
 
     chains = micro_op_chains(ops, profiler_scale(summary))
@@ -197,7 +214,7 @@ def recommend(
                 ],
                 "gain_ms": chains["fusable_ns"] / 1e6,
                 "gain_kind": "estimate",
-                "confidence": conf_of.get("launch-bound") or 0.5,
+                "confidence": conf_of.get("launch-bound"),
             }
         )
 
@@ -215,7 +232,7 @@ def recommend(
                 "evidence": [_ev("host_work_share", host, "metrics/inference_iters.parquet")],
                 "gain_ms": host * p50_ms,
                 "gain_kind": "estimate",
-                "confidence": conf_of.get("cpu-bound") or 0.6,
+                "confidence": conf_of.get("cpu-bound"),
             }
         )
 
@@ -271,7 +288,7 @@ def recommend(
                 ],
                 "gain_ms": gain_ns / 1e6,
                 "gain_kind": "estimate",
-                "confidence": min(1.0, eff),
+                "confidence": conf_of.get(f"{bound}-bound"),
             }
         )
 
@@ -291,7 +308,7 @@ def recommend(
                 ],
                 "gain_ms": fixed * p50_ms,
                 "gain_kind": "upper_bound",
-                "confidence": conf_of.get("latency-bound") or 0.3,
+                "confidence": conf_of.get("latency-bound"),
             }
         )
 
@@ -311,7 +328,7 @@ def recommend(
                 ],
                 "gain_ms": (first - 1.0) * p50_ms,
                 "gain_kind": "first_request",
-                "confidence": conf_of.get("warmup-instability") or 0.5,
+                "confidence": conf_of.get("warmup-instability"),
             }
         )
 
@@ -339,5 +356,6 @@ def _rank(items: list[dict[str, Any]], p50_ms: float) -> list[dict[str, Any]]:
         i["rank"] = rank
         i["gain_ms"] = round(i["gain_ms"], 6)
         i["gain_pct"] = round(100.0 * i["gain_ms"] / p50_ms, 3)
-        i["confidence"] = round(float(i["confidence"]), 3)
+        conf = i["confidence"]
+        i["confidence"] = round(float(conf), 3) if conf is not None else None
     return ranked

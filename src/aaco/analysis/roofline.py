@@ -41,7 +41,9 @@ __all__ = [
     "counter_work",
     "group_traffic",
     "kernel_roofline",
+    "node_instructions",
     "node_roofline",
+    "roof_flops",
     "roofline_row",
     "roofline_summary",
 ]
@@ -270,12 +272,20 @@ def node_roofline(
     ceilings: CeilingsLike | None,
     gpu_ns_per_iter: Mapping[str, float] | None = None,
     executed: pa.Table | None = None,
+    *,
+    device_time: bool = False,
+    instruction: Mapping[str, str] | None = None,
 ) -> pa.Table:
     """ROOFLINE rows (level ``node``) for the executed nodes of an ORT profile.
 
     ``gpu_ns_per_iter``: GPU time per iteration of the kernels attributed to each node
-    (from ``attribution/kernel_groups.parquet``): on a GPU execution provider the profile's
-    node durations are host-side launch times, so the attributed kernel time replaces them.
+    (from ``attribution/kernel_groups.parquet``). ``device_time``: the ceilings are a GPU's
+    and the profile's node durations are host-side launch times, which are no measure of
+    the work: a node's time is then its attributed kernel time alone, and a node without
+    one has an unknown time (no achieved figures, no bound), never its host time.
+    ``instruction``: node -> ``matrix`` / ``vector`` / ``tf32``, what its kernels' names tell
+    of the units they ran on (:func:`node_instructions`); the node's compute roof is then
+    that unit's peak for its dtype (:func:`roof_flops`), else the highest for its dtype.
 
     A node's work is the sum of the FLOPs of the original nodes it stands for
     (``original_nodes``; itself when null), None when any of them has no formula; its
@@ -309,9 +319,12 @@ def node_roofline(
                 mapped.add(n)
     index = GraphIndex(nodes, edges) if nodes is not None and nodes.num_rows else None
     rows = []
-    for (name, op_type), (t_ns, calls) in times.items():
+    for (name, op_type), (host_ns, calls) in times.items():
+        t_ns: float | None = host_ns
         if gpu_ns_per_iter and name in gpu_ns_per_iter:
             t_ns = gpu_ns_per_iter[name]
+        elif device_time:
+            t_ns = None
         members = [m for m in originals.get(name, [name]) if m]
         found = [cost_by_name[m] for m in members if m in cost_by_name]
         flops: float | None = None
@@ -343,7 +356,8 @@ def node_roofline(
             # the originals' work is known but not their traffic (a dimension the graph
             # left symbolic, e.g. an RNN's initial_h): the shapes the profile recorded
             nbytes = float(mine["bytes"]) * calls
-        pf = ceilings.peak_flops(dtype) if ceilings is not None else None
+        unit = instruction.get(name) if instruction else None
+        pf = roof_flops(ceilings, dtype, unit)
         # the working set: what one call moves (bytes per iteration / calls per iteration)
         per_call = nbytes / calls if nbytes is not None and calls else None
         mem_level, pb = _memory_roof(ceilings, per_call)
@@ -366,6 +380,57 @@ def node_roofline(
     _shares(rows)
     rows.sort(key=lambda r: -(r["time_ns"] or 0))
     return ROOFLINE.from_rows(rows)
+
+
+def roof_flops(ceilings: CeilingsLike | None, dtype: str | None, unit: str | None) -> float | None:
+    """The compute roof of work in ``dtype`` on ``unit`` (``matrix``, ``vector``, ``tf32``;
+    None: unknown, the highest roof of the dtype). A unit without a figure of its own for
+    the dtype (no FP16 vector peak in a data sheet) falls back to the dtype's highest."""
+    if ceilings is None:
+        return None
+    if unit == "tf32" and dtype in ("float", "float32", "tfloat32"):
+        return ceilings.peak_flops("tfloat32") or ceilings.peak_flops(dtype)
+    if unit in ("matrix", "vector") and dtype:
+        return ceilings.peak_flops(f"{dtype}_{unit}") or ceilings.peak_flops(dtype)
+    return ceilings.peak_flops(dtype)
+
+
+#: kernel families whose instruction type decides an operator's compute roof
+_COMPUTE_FAMILIES = frozenset({"gemm", "conv", "attention"})
+
+
+def node_instructions(op_map: pa.Table | None) -> dict[str, str]:
+    """node -> the unit its GEMM / convolution / attention kernels ran on, by their names
+    (:func:`aaco.analysis.kernels.math_unit`): ``tf32`` when any is a TF32 kernel, else
+    ``matrix`` when any ran on matrix / tensor cores, ``vector`` when every one is known to
+    be a SIMT / VALU kernel; a node whose kernels leave it open is left out (unknown)."""
+    from aaco.analysis.kernels import classify_kernel, math_unit
+
+    if op_map is None or not op_map.num_rows:
+        return {}
+    units: dict[str, set[str | None]] = defaultdict(set)
+    for op, name, family in zip(
+        op_map.column("op_name").to_pylist(),
+        op_map.column("kernel_name").to_pylist(),
+        op_map.column("family").to_pylist(),
+        strict=True,
+    ):
+        if op is None or not name:
+            continue
+        fam = family or classify_kernel(name).family
+        if fam not in _COMPUTE_FAMILIES:
+            continue
+        unit = "tf32" if classify_kernel(name).dtype == "tf32" else math_unit(name)
+        units[op].add(unit)
+    out: dict[str, str] = {}
+    for op, seen in units.items():
+        if "tf32" in seen:
+            out[op] = "tf32"
+        elif "matrix" in seen:
+            out[op] = "matrix"
+        elif seen == {"vector"}:
+            out[op] = "vector"
+    return out
 
 
 # --- kernel level (rocprofv3 counters, rocprof-compute formulas) ---------------------------
@@ -516,7 +581,13 @@ def kernel_roofline(
                 time_ns=a["time"] / n_iter,
                 flops=flops,
                 nbytes=hbm,
-                peak_flops=ceilings.peak_flops(dtype) if ceilings is not None else None,
+                # counters tell the unit: MFMA work is <dtype>_matrix, VALU work the vector
+                # roof alone (never the matrix peak it cannot reach)
+                peak_flops=(
+                    ceilings.peak_flops(dtype if dtype.endswith("_matrix") else f"{dtype}_vector")
+                    if ceilings is not None and dtype
+                    else None
+                ),
                 peak_bytes=pb,
                 source="counters+" + ceilings.source if ceilings is not None else None,
             )
@@ -579,6 +650,7 @@ def roofline_summary(
     # each level's time_share sums to 1 on its own: the shares come from one level, the
     # operators' when there are any, else the kernels' (a trace imported alone)
     shared = [r for r in rows if r["level"] == "node"] or rows
+    timed = sum(1 for r in shared if r["time_ns"])
     # a row above its roof has no meaningful efficiency: the roof, not the row, is wrong
     known_eff = [
         r
@@ -629,9 +701,14 @@ def roofline_summary(
         "rows_with_work": sum(1 for r in rows if r["flops"] is not None),
         "time_share_memory_bound": _share_where(shared, lambda r: r["bound"] == "memory"),
         "time_share_compute_bound": _share_where(shared, lambda r: r["bound"] == "compute"),
-        "time_share_unknown": _share_where(
-            shared, lambda r: r["bound"] is None and not _no_work(r)
+        # rows whose time is unknown (a GPU session without kernel times) leave all of the
+        # operator time of unknown bound
+        "time_share_unknown": (
+            _share_where(shared, lambda r: r["bound"] is None and not _no_work(r))
+            if timed or not shared
+            else 1.0
         ),
+        "rows_timed": timed,
         "time_share_no_work": _share_where(shared, _no_work),
         "weighted_efficiency": weighted,
         "points": [

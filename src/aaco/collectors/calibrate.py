@@ -16,8 +16,12 @@ CPU (backend ``cpu``):
   read + write, on ORT's threads) over arrays of at least 4 x the last-level cache. Each
   level's roof is the best of its figures and never below a farther level's.
 
-GPU (backends ``cuda``, ``rocm``; needs torch with a GPU): torch matmul in float32, float16
-and bfloat16 (matrix peaks), and a device-to-device copy for bandwidth.
+GPU (backends ``cuda``, ``rocm``, ``gpu``; needs torch with a GPU, a CUDA or a HIP build:
+PyTorch on ROCm is driven through ``torch.cuda`` too): torch matmul in float32, float16
+and bfloat16 (matrix peaks), and a device-to-device copy for bandwidth. The result is
+stored under the GPU's device identity (:mod:`aaco.analysis.devices`: vendor, name,
+architecture, compute units), so an ONNX Runtime CUDA/ROCm/MIGraphX session, a PyTorch
+run on CUDA or ROCm and an imported trace of that device all find it.
 
 Each figure is measured "until stable": repetitions continue until the last ``window``
 rates have a coefficient of variation below ``cv_target``, or the time budget is spent;
@@ -45,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from aaco.analysis.ceilings import Ceilings, MemoryLevel, hardware_fingerprint
+from aaco.analysis.ceilings import GPU_BACKEND, Ceilings, MemoryLevel, hardware_fingerprint
+from aaco.analysis.devices import DeviceIdentity, identify
 from aaco.errors import BusyError, UsageError
 
 __all__ = [
@@ -767,11 +772,13 @@ def _gpu(backend: str, settings: _Settings) -> tuple[dict[str, float], float, di
             f"calibrating --backend {backend} needs PyTorch with GPU support: "
             "pip install 'aaco[torch]'"
         ) from None
-    build = torch.version.hip if backend == "rocm" else torch.version.cuda
-    if not build:
+    # PyTorch on ROCm (HIP) drives the GPU through the same torch.cuda API as on CUDA, so
+    # either build measures "the GPU torch sees"; only rocm with a CUDA build is refused
+    hip, cuda = getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None)
+    if not (hip or cuda) or (backend == "rocm" and not hip):
         raise UsageError(
             f"--backend {backend}: torch {torch.__version__} is not a "
-            f"{'ROCm' if backend == 'rocm' else 'CUDA'} build"
+            f"{'ROCm' if backend == 'rocm' else 'CUDA or ROCm'} build"
         )
     if not torch.cuda.is_available():
         raise UsageError(f"--backend {backend}: torch {torch.__version__} sees no GPU")
@@ -803,8 +810,12 @@ def _gpu(backend: str, settings: _Settings) -> tuple[dict[str, float], float, di
 
     copy()
     run.measure(copy, 2.0 * nbytes, "torch_copy_bandwidth", "B/s", f"{nbytes / 1024**2:.0f} MiB")
+    props = torch.cuda.get_device_properties(0)
+    arch = getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}"
     details = {"measurements": [x.to_json() for x in run.ms], "torch": torch.__version__,
-               "quick": quick,
+               "build": f"hip {hip}" if hip else f"cuda {cuda}", "quick": quick,
+               "arch": arch, "compute_units": props.multi_processor_count,
+               "memory_bytes": props.total_memory,
                "disturbed_figures": [m.name for m in run.ms if m.disturbed]}  # fmt: skip
     return flops, run.ms[-1].value, details, torch.cuda.get_device_name(0)
 
@@ -828,8 +839,8 @@ def calibrate(
     """
     from aaco.collectors.environment import capture_environment
 
-    if backend not in ("cpu", "cuda", "rocm"):
-        raise UsageError(f"unknown --backend {backend!r}; valid: cpu, cuda, rocm")
+    if backend not in ("cpu", "cuda", "rocm", "gpu"):
+        raise UsageError(f"unknown --backend {backend!r}; valid: cpu, cuda, rocm, gpu")
     env = env if env is not None else capture_environment([], [])
     probe = ContentionProbe(reader) if reader is not None else None
     first = reader() if reader is not None else None
@@ -849,19 +860,38 @@ def calibrate(
     contention: str | None = None
     if reader is not None and first is not None:
         contention = "disturbed" if details.get("disturbed_figures") else "quiet"
+    fingerprint, stored_as = hardware_fingerprint(env), backend
+    if backend != "cpu":
+        ident = gpu_identity(device, details)
+        fingerprint, stored_as = ident.key, GPU_BACKEND
+        details["device_identity"] = ident.to_json()
+        details["requested_backend"] = backend
     return Ceilings(
         device=device,
         source="calibrated",
         flops_per_s=flops,
         bytes_per_s=bw,
-        fingerprint=hardware_fingerprint(env),
-        backend=backend,
+        fingerprint=fingerprint,
+        backend=stored_as,
         measured_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         details=details,
         memory_levels=tuple(levels),
         mode="quick" if quick else "full",
         contention=contention,
     )
+
+
+def gpu_identity(device: str, details: Mapping[str, Any]) -> DeviceIdentity:
+    """The identity a GPU calibration is stored under, from what torch reported."""
+    hip = str(details.get("build", "")).startswith("hip")
+    ident = identify(
+        device,
+        vendor="amd" if hip else "nvidia",
+        arch=details.get("arch"),
+        compute_units=details.get("compute_units"),
+        memory_bytes=details.get("memory_bytes"),
+    )
+    return ident if ident is not None else DeviceIdentity("amd" if hip else "nvidia", device)
 
 
 # --- the first run: a quick calibration when none is stored ---------------------------------

@@ -287,10 +287,15 @@ def ceilings_lines(summary: dict[str, Any] | None) -> tuple[str | None, list[str
 
     Headline: source and quality, device, the float32 roof and the bandwidth roof of each
     memory level (DRAM only when the ceilings have no levels). Notes: how the ceilings were
-    got (a first-run calibration, or why there are none) and the above-the-roof warning.
+    got (a first-run calibration, or why there are none), why operator times are unknown
+    on a GPU (``time_note``) and the above-the-roof warning.
     """
     summary = summary or {}
-    notes = [n for n in (summary.get("ceilings_note"),) if isinstance(n, str) and n]
+    notes = [
+        n
+        for n in (summary.get("ceilings_note"), summary.get("time_note"))
+        if isinstance(n, str) and n
+    ]
     above = (summary.get("above_roof") or {}).get("message")
     if isinstance(above, str) and above:
         notes.append(above)

@@ -514,7 +514,7 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
         line = Text("Roofline: no ceilings (run `aaco calibrate` on this machine)", style="dim")
     parts: list[RenderableType] = [line]
     for note in notes:
-        warn = "above the" in note or note.startswith("no ceilings")
+        warn = "above the" in note or note.startswith(("no ceilings", "GPU time", "operators have"))
         parts.append(Text(f"  {note}", style="yellow" if warn else "dim"))
     if summ:
         # bundles analysed before time_share_no_work existed have no such key
@@ -547,7 +547,7 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
                 escape(clip(_label(x), 40)),
                 *([escape(clip(str(x["name"]), 40))] if ort else []),
                 escape(str(x.get("op_type") or "")),
-                fmt_ms((x.get("time_ns") or 0) / 1e6),
+                fmt_ms(x["time_ns"] / 1e6 if x.get("time_ns") is not None else None),
                 _pct(x.get("time_share"), 100),
                 _num(x.get("intensity"), "{:.2f}"),
                 _num(af / 1e9 if af else None, "{:.1f}"),
@@ -570,7 +570,8 @@ def _recommendations(r: dict[str, Any]) -> list[RenderableType]:
         )
         out.append(f"{x['rank']:>2}. {x['class']:<18} ", style="bold")
         out.append(f"gain {kind}{fmt_ms(x.get('gain_ms'))} ms ({x.get('gain_pct', 0):.1f}%)")
-        out.append(f", confidence {x.get('confidence', 0):.2f}\n")
+        conf = x.get("confidence")  # None: the classifier has no confidence for the class
+        out.append(f", confidence {conf:.2f}\n" if conf is not None else ", confidence unknown\n")
         targets = "; ".join(str(v) for v in x.get("target") or [])
         out.append(f"    target: {escape(targets)}\n", style="dim")
         out.append(f"    {escape(x.get('action') or '')}\n")

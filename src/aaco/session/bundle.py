@@ -198,19 +198,39 @@ class Session:
             self._cache[relpath] = read_json(f) if f.is_file() else None
         return self._cache[relpath]
 
-    def _json_object(self, relpath: str) -> dict[str, Any] | None:
+    def _json_object(
+        self, relpath: str, objects: tuple[str, ...] = (), numbers: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
+        """A bundle JSON file that must be an object; ``objects``: its sections that must be
+        objects (or null), ``numbers``: sections whose values must be numbers (or null).
+        A file that breaks this is a malformed bundle (BundleError), found here, where it is
+        read, rather than as a crash of whatever renders it."""
         data = self.json_file(relpath)
         if data is not None and not isinstance(data, dict):
             raise BundleError(f"{self.path / relpath}: not a JSON object")
+        for key in objects + numbers if data else ():
+            value = data.get(key) if data else None
+            if value is not None and not isinstance(value, dict):
+                raise BundleError(f"{self.path / relpath}: field {key!r} is not an object")
+        for key in numbers if data else ():
+            for k, v in ((data or {}).get(key) or {}).items():
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                    raise BundleError(f"{self.path / relpath}: {key}.{k} is not a number")
         return data
 
     @property
     def env(self) -> dict[str, Any] | None:
-        return self._json_object("env.json")
+        return self._json_object(
+            "env.json", objects=("python", "cpu", "memory", "os", "gpus", "onnxruntime")
+        )
 
     @property
     def summary(self) -> dict[str, Any] | None:
-        return self._json_object("metrics/inference_summary.json")
+        return self._json_object(
+            "metrics/inference_summary.json",
+            objects=("throughput", "telemetry", "warmup", "noise", "profile", "worker"),
+            numbers=("latency_ms",),
+        )
 
     @property
     def model_meta(self) -> dict[str, Any] | None:
