@@ -105,6 +105,8 @@ def diagnose_bundle(
     stages = _Stages()
     provider, backend = _backend(meta)
     identity = None
+    if backend not in (None, "cpu"):
+        identity = _run_device(meta, env)
     if backend is None:
         # an imported trace: the GPU it names (rocprofv3 agent info, Kineto deviceProperties)
         identity = stages.run("trace_device", _trace_device, session)
@@ -316,6 +318,26 @@ def _ceilings(env: dict[str, Any] | None, backend: str, identity: Any = None) ->
     return session_ceilings(env, backend, _gpu_name(env), identity)
 
 
+def _run_device(meta: dict[str, Any], env: dict[str, Any] | None) -> Any:
+    """The GPU a run used: the env's (vendor tools), else the one torch named (a container
+    without nvidia-smi / amd-smi on PATH), else None."""
+    from aaco.analysis.devices import env_gpu, identify
+
+    found = env_gpu(env)
+    if found is not None:
+        return found
+    torch = (meta.get("run") or {}).get("torch") or {}
+    if not torch.get("device_name"):
+        return None
+    return identify(
+        torch["device_name"],
+        vendor="amd" if torch.get("hip_version") else "nvidia",
+        arch=torch.get("device_arch"),
+        compute_units=torch.get("device_compute_units"),
+        memory_bytes=torch.get("device_memory_bytes"),
+    )
+
+
 def _trace_device(session: Session) -> Any:
     """The GPU an imported trace names (the one most kernel time ran on), else None."""
     from aaco.analysis.devices import trace_gpus
@@ -388,7 +410,11 @@ def _time_note(basis: str, rows: pa.Table) -> str | None:
         )
     if basis == "partial_gpu":
         untimed = sum(1 for t in rows.column("time_ns").to_pylist() if not t)
-        return f"{untimed} operators have no attributed GPU kernel: their time is unknown"
+        return (
+            f"GPU time unknown for {untimed} operator{'s' if untimed != 1 else ''} without an "
+            "attributed kernel (copies, host-side or unattributed work): the shares are of "
+            "the attributed GPU time"
+        )
     return None
 
 

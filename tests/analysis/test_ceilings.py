@@ -44,9 +44,9 @@ def test_device_table_has_the_six_gpus_in_si_units() -> None:
         ("MI300X", "float32", 163.4e12), ("MI300X", "float16_matrix", 1307.4e12),
         ("MI300X", "bfloat16_matrix", 1307.4e12), ("MI300X", "float8_matrix", 2614.9e12),
         ("MI250X", "float64", 47.9e12), ("MI250X", "float64_matrix", 95.7e12),
-        ("MI250X", "float32", 47.9e12), ("MI250X", "bfloat16_matrix", 383e12),
+        ("MI250X", "float32", 95.7e12), ("MI250X", "bfloat16_matrix", 383e12),
         ("MI210", "float64", 22.6e12), ("MI210", "float64_matrix", 45.3e12),
-        ("MI210", "float32", 22.6e12), ("MI210", "float16_matrix", 181e12),
+        ("MI210", "float32", 45.3e12), ("MI210", "float16_matrix", 181e12),
         ("H100 SXM", "float64", 33.5e12), ("H100 SXM", "float64_matrix", 66.9e12),
         ("H100 SXM", "float32", 66.9e12), ("H100 SXM", "bfloat16_matrix", 989.4e12),
         ("H100 SXM", "float8_matrix", 1979e12), ("H200", "float16_matrix", 989.4e12),
@@ -114,7 +114,8 @@ def test_peak_flops_dtype_mapping() -> None:
     # run on TF32 tensor cores (494.7 TF dense): the highest roof it could have used
     assert c.peak_flops("float") == 494.7e12
     assert c.peak_flops("float32_vector") == 66.9e12  # a SIMT sgemm (from its name)
-    assert c.peak_flops("float32_matrix") == 66.9e12  # H100 has no FP32-input matrix peak
+    # H100's FP32-input tensor-core path is TF32 (no "Matrix FP32" figure as on AMD)
+    assert c.peak_flops("float32_matrix") == 494.7e12
     assert c.peak_flops("tfloat32") == c.peak_flops("tfloat32_matrix") == 494.7e12
     assert c.peak_flops("double") == 66.9e12  # float64 matrix 66.9 > vector 33.5
     assert c.peak_flops("float16_matrix") == 989.4e12

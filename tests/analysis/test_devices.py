@@ -63,6 +63,16 @@ def test_identify_resolves_every_spelling(
         ("NVIDIA A100-PG509-200", {"compute_units": 108, "memory_bytes": 42_297_524_224}),
         ("NVIDIA H100", {"compute_units": 132, "memory_bytes": 102_085_492_736}),
         ("Radeon 780M", {}),
+        # a partition (MI300X CPX: 38 of 304 CUs; a MIG slice) is not the whole device
+        ("AMD Instinct MI300X", {"compute_units": 38}),
+        ("NVIDIA H100 80GB HBM3", {"compute_units": 16}),
+        # named parts the table lacks, with the CUs and architecture of one it has
+        (
+            "NVIDIA A100 80GB PCIe",
+            {"compute_units": 108, "arch": "sm_80", "memory_bytes": 85_899_345_920},
+        ),
+        ("NVIDIA H800", {"compute_units": 132, "arch": "sm_90", "memory_bytes": 85_520_809_984}),
+        ("NVIDIA H200 NVL", {"compute_units": 132, "memory_bytes": 150_754_820_096}),
     ],
 )
 def test_identify_never_borrows_another_parts_figures(name: str, kw: dict[str, Any]) -> None:
@@ -138,3 +148,15 @@ def test_any_torch_gpu_build_is_accepted_for_the_gpu_it_drives(
     settings = _Settings.make(True, None, 0.1, False, 2)
     with pytest.raises(UsageError, match=message):
         _gpu(backend, settings)
+
+
+def test_a_part_the_table_lacks_has_one_key_from_torch_and_from_the_vendor_tools() -> None:
+    by_torch = identify("NVIDIA A100 80GB PCIe", vendor="nvidia", arch="sm_80",
+                        compute_units=108, memory_bytes=85_899_345_920)  # fmt: skip
+    by_smi = identify("NVIDIA A100 80GB PCIe", vendor="nvidia", memory_bytes=85_899_345_920)
+    assert by_torch is not None and by_smi is not None
+    assert by_torch.key == by_smi.key == "gpu-nvidia-nvidia-a100-80gb-pcie"
+    # two generic names with other CUs do not share one
+    a = identify("AMD Radeon Graphics", vendor="amd", compute_units=60)
+    b = identify("AMD Radeon Graphics", vendor="amd", compute_units=80)
+    assert a is not None and b is not None and a.key != b.key

@@ -428,33 +428,66 @@ def test_summary_shares_come_from_one_level() -> None:
 def _fp32_gemm_rows(unit: str | None) -> dict[str, Any]:
     from aaco.analysis.ceilings import published_ceilings
 
-    mi250x = published_ceilings("AMD Instinct MI250X/MI250")  # one GCD: 23.95 / 47.85 TF
+    h100 = published_ceilings("NVIDIA H100 80GB HBM3")  # FP32 SIMT 66.9, TF32 494.7 TF
     ops = OPS.from_rows(
         [{"source": "onnxruntime", "iteration": 0, "node_name": "mm", "op_type": "MatMul",
           "start_ns": 0, "dur_ns": 1_000_000}]
     )  # fmt: skip
-    # 40 GFLOP in 1 ms: 40 TF/s, above the FP32 vector roof of a GCD, below its matrix one
+    # 200 GFLOP in 1 ms: 200 TF/s, above the FP32 SIMT roof, below the TF32 tensor-core one
     costs = OP_COSTS.from_rows(
-        [{"node_name": "mm", "op_type": "MatMul", "flops": 40e9, "bytes": 3 * 4096 * 4096 * 4,
+        [{"node_name": "mm", "op_type": "MatMul", "flops": 200e9, "bytes": 3 * 8192**2 * 4,
           "dtype": "float", "cost_model": "matmul", "flops_known": True}]
     )  # fmt: skip
     instruction = {"mm": unit} if unit else None
-    (row,) = node_roofline(ops, costs, None, None, mi250x, instruction=instruction).to_pylist()
+    (row,) = node_roofline(ops, costs, None, None, h100, instruction=instruction).to_pylist()
     return row
 
 
-def test_an_fp32_gemm_on_matrix_cores_is_held_to_the_matrix_roof() -> None:
-    matrix = _fp32_gemm_rows("matrix")
-    assert matrix["peak_flops_per_s"] == pytest.approx(95.7e12 / 2)
-    assert matrix["efficiency"] == pytest.approx(40e12 / (95.7e12 / 2))
-    assert matrix["above_roof"] is False
-    # instruction unknown: the highest FP32 roof it could have used, the same here
-    assert _fp32_gemm_rows(None)["peak_flops_per_s"] == pytest.approx(95.7e12 / 2)
-    # a kernel known to be VALU-only cannot reach 40 TF on a 23.95 TF roof: flagged, the
-    # efficiency not used (a ceiling problem, not a 167 % efficient kernel)
+def test_an_fp32_gemm_on_tensor_cores_is_held_to_the_tf32_roof() -> None:
+    # a cuBLAS xmma_gemm_f32f32_tf32f32 kernel (tf32) or any tensor-core kernel (matrix):
+    # NVIDIA's FP32-input tensor-core path is TF32
+    for unit in ("tf32", "matrix"):
+        row = _fp32_gemm_rows(unit)
+        assert row["peak_flops_per_s"] == pytest.approx(494.7e12)
+        assert row["efficiency"] == pytest.approx(200e12 / 494.7e12)
+        assert row["above_roof"] is False
+    # unit unknown: the highest FP32 roof it could have used, the same
+    assert _fp32_gemm_rows(None)["peak_flops_per_s"] == pytest.approx(494.7e12)
+    # an sgemm (SIMT) cannot reach 200 TF on a 66.9 TF roof: flagged as a ceiling problem,
+    # its efficiency not used, rather than a 299 % efficient kernel
     vector = _fp32_gemm_rows("vector")
-    assert vector["peak_flops_per_s"] == pytest.approx(47.9e12 / 2)
+    assert vector["peak_flops_per_s"] == pytest.approx(66.9e12)
     assert vector["above_roof"] is True
+
+
+def test_an_fp32_gemm_on_amd_matrix_cores_is_held_to_the_matrix_roof() -> None:
+    from aaco.analysis.ceilings import published_ceilings
+
+    mi300x = published_ceilings("AMD Instinct MI300X")
+    assert mi300x is not None
+    # MFMA FP32 (a Tensile _MI tile): "Matrix FP32" 163.4 TF, not the TF32 (XF32) 653.7
+    assert mi300x.peak_flops("float32_matrix") == pytest.approx(163.4e12)
+    mi250x = published_ceilings("AMD Instinct MI250X/MI250")
+    assert mi250x is not None
+    # per GCD: matrix FP32 95.7 / 2, and packed FP32 on the VALU reaches the same
+    assert mi250x.peak_flops("float32_matrix") == pytest.approx(95.7e12 / 2)
+    assert mi250x.peak_flops("float32_vector") == pytest.approx(95.7e12 / 2)
+
+
+def test_an_elementwise_op_is_held_to_the_vector_roof() -> None:
+    from aaco.analysis.ceilings import published_ceilings
+
+    h100 = published_ceilings("NVIDIA H100 80GB HBM3")
+    ops = OPS.from_rows(
+        [{"source": "onnxruntime", "iteration": 0, "node_name": "g", "op_type": "Gelu",
+          "start_ns": 0, "dur_ns": 1000}]
+    )  # fmt: skip
+    costs = OP_COSTS.from_rows(
+        [{"node_name": "g", "op_type": "Gelu", "flops": 8e6, "bytes": 8e6, "dtype": "float",
+          "cost_model": "elementwise", "flops_known": True}]
+    )  # fmt: skip
+    (row,) = node_roofline(ops, costs, None, None, h100).to_pylist()
+    assert row["peak_flops_per_s"] == pytest.approx(66.9e12)  # never the TF32 494.7
 
 
 def test_node_instructions_from_kernel_names() -> None:
@@ -463,6 +496,18 @@ def test_node_instructions_from_kernel_names() -> None:
 
     rows = [
         ("tf", "cutlass_80_tensorop_s1688tf32gemm_256x128_16x3_tt_align4", "gemm"),
+        (
+            "tf_cublas",
+            "sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_"
+            "warpsize2x2x1_tensor16x8x8_kernel",
+            "gemm",
+        ),
+        (
+            "ffma",
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_"
+            "ffma_aligna4",
+            "gemm",
+        ),
         ("mfma", "Cijk_Ailk_Bljk_SB_MT64x64x8_MI32x32x2x1_SN_1LDSB0", "gemm"),
         ("mfma", "elementwise_kernel", "elementwise"),  # not a compute kernel: ignored
         ("simt", "ampere_sgemm_32x32_sliced1x4_tn", "gemm"),
@@ -476,7 +521,8 @@ def test_node_instructions_from_kernel_names() -> None:
          for i, (op, k, f) in enumerate(rows)]
     )  # fmt: skip
     assert node_instructions(op_map) == {
-        "tf": "tf32", "mfma": "matrix", "simt": "vector", "valu": "vector",
+        "tf": "tf32", "tf_cublas": "tf32", "ffma": "vector", "mfma": "matrix",
+        "simt": "vector", "valu": "vector",
     }  # fmt: skip
 
 

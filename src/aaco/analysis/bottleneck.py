@@ -450,6 +450,10 @@ def gather_signals(
         gap = None
         if unknown is None or unknown >= 0.5:
             gap = roofline.get("time_note") or "work unknown for most op time"
+        elif (roofline.get("rows_untimed") or 0) > (roofline.get("rows_timed") or 0):
+            # a GPU session where most operators have no attributed kernel time: the shares
+            # of the few that have cannot stand for the whole
+            gap = roofline.get("time_note") or "GPU time unknown for most operators"
         out.append(Signal("memory_bound_time_share", mem if gap is None else None, "", r_src, gap))
         out.append(
             Signal("compute_bound_time_share", comp if gap is None else None, "", r_src, gap)

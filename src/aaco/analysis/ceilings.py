@@ -218,7 +218,9 @@ class Ceilings:
         """The ceiling for ``dtype``, by what is known of the instruction type.
 
         ``<dtype>_matrix`` (matrix / tensor cores, from counters or the kernel's name): the
-        matrix peak, else the vector one; ``<dtype>_vector``: the vector peak alone;
+        matrix peak; ``float32_matrix`` on a device whose FP32-input matrix path is TF32
+        (NVIDIA: no ``float32_matrix`` figure) the TF32 peak; else the vector one;
+        ``<dtype>_vector``: the vector peak alone;
         ``tfloat32``: the TF32 tensor-core peak. A bare dtype (instruction unknown) gets
         the highest peak it could reach: matrix or vector, and for float32 also the TF32
         tensor-core peak (libraries run FP32 GEMMs on TF32 tensor cores when allowed), so
@@ -231,7 +233,8 @@ class Ceilings:
         if d.endswith("_vector"):
             return f.get(d.removesuffix("_vector"))
         if d.endswith("_matrix"):
-            return f.get(d) or f.get(d.removesuffix("_matrix"))
+            tf32 = f.get("tfloat32_matrix") if d == "float32_matrix" else None
+            return f.get(d) or tf32 or f.get(d.removesuffix("_matrix"))
         keys = [d + "_matrix", d] + (["tfloat32_matrix"] if d == "float32" else [])
         values = [v for v in (f.get(k) for k in keys) if v]
         return max(values) if values else None
@@ -385,7 +388,8 @@ def calibration_file(fingerprint: str, backend: str) -> Path:
 
 
 def save_calibration(c: Ceilings, backend: str | None = None) -> Path:
-    """Store ``c`` as ``<fingerprint>-<backend>.json`` in :func:`calibration_dir` (atomic
+    """Store ``c`` as :func:`calibration_file` names it (``<fingerprint>-cpu.json``, or
+    ``<identity key>.json`` for a GPU) in :func:`calibration_dir` (atomic
     write); ``backend`` defaults to ``c.backend`` and, when given, is recorded in the file."""
     if backend is not None and backend != c.backend:
         c = replace(c, backend=backend)
@@ -398,7 +402,8 @@ def save_calibration(c: Ceilings, backend: str | None = None) -> Path:
 
 
 def load_calibration(fingerprint: str, backend: str) -> Ceilings | None:
-    """The calibration stored for this hardware fingerprint and backend, else None."""
+    """The calibration stored for this fingerprint (a GPU: its identity key) and backend,
+    else None."""
     path = _file(fingerprint, backend)
     if not path.is_file():
         return None

@@ -10,9 +10,12 @@ MIGraphX execution providers, PyTorch on CUDA or ROCm, or a trace imported from 
 Resolution (:func:`identify`): the device table entry whose name pattern matches the
 reported name; else, when the name says nothing (ROCm's generic "AMD Radeon Graphics"),
 the one entry of the same vendor with the same architecture (when known) and compute
-units. Either way a reported memory size more than 15 % off the entry's rules it out (an
-A100 40GB or an H100 96GB is another part with other peaks; GiB-vs-GB and reserved memory
-stay well inside 15 %). An identity that resolves
+units. Either way a reported compute-unit count other than the entry's per device, or a
+memory size more than 15 % off, rules it out (an A100 40GB, an H100 96GB, an MI300X CPX
+partition or a MIG slice is another device with other peaks; GiB-vs-GB and reserved memory
+stay well inside 15 %). A named part the table lacks (A100 PCIe, H800, H200 NVL) is never
+recognised by its architecture: it keeps its own name, so its calibration key is the same
+whether torch (with CUs) or the vendor tool (without) named it. An identity that resolves
 to no entry keeps its reported name: it can still hold a calibration, never a made-up peak.
 
 Example::
@@ -63,9 +66,18 @@ class DeviceIdentity:
 
     @property
     def key(self) -> str:
-        """The calibration key: vendor and the table entry's name (else the reported
-        name), so that every framework's name for one device files under one key."""
-        return f"gpu-{self.vendor or 'unknown'}-{_slug(self.entry or self.name)}"
+        """The calibration key: vendor and the table entry's name, so that every
+        framework's name for one device files under one key; a device the table lacks is
+        keyed by its reported name, and a generic name ("AMD Radeon Graphics") also by its
+        architecture and CUs when known (two unnamed devices must not share one)."""
+        if self.entry:
+            return f"gpu-{self.vendor or 'unknown'}-{_slug(self.entry)}"
+        extra: list[str] = []
+        if _GENERIC.fullmatch(self.name):  # a named part keeps its name alone (same key
+            # from torch, which reports CUs, and from the vendor tools, which do not)
+            cus = f"{self.compute_units}cu" if self.compute_units else None
+            extra = [x for x in (self.arch, cus) if x]
+        return "-".join(["gpu", self.vendor or "unknown", _slug(self.name), *map(_slug, extra)])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +114,22 @@ def _arch(value: Any) -> str | None:
     return f"sm_{m.group(1)}" if m else None
 
 
+#: names that say nothing of the model (ROCm's generic marketing name, a gfx target, a PCI
+#: id): only these are recognised by architecture and compute units
+_GENERIC = re.compile(
+    r"(?:(?:amd|advanced micro devices,? inc\.?)\s*)?(?:radeon\s*(?:graphics)?|gfx[0-9a-f]+"
+    r"|device\s+[0-9a-fx]+)?|unknown gpu",
+    re.IGNORECASE,
+)
+
+
+def _units_fit(entry: Mapping[str, Any], units: int | None) -> bool:
+    """Whether a reported CU / SM count (unknown: yes) is this entry's per device."""
+    if units is None or not entry.get("compute_units"):
+        return True
+    return int(entry["compute_units"]) // int(entry.get("gcds") or 1) == units
+
+
 def _memory_fits(entry: Mapping[str, Any], memory: int | None) -> bool:
     """Whether a reported memory size (unknown: yes) is this entry's per device, within
     what GiB-vs-GB and reserved memory explain."""
@@ -130,14 +158,18 @@ def identify(
     if not text and v is None:
         return None
     for e in entries:
-        if not _memory_fits(e, mem):
-            continue  # a variant with other memory (A100 40GB, H100 96GB) has other peaks
+        if not _memory_fits(e, mem) or not _units_fit(e, cus):
+            # a variant with other memory (A100 40GB, H100 96GB) has other peaks, and so has
+            # a partition with fewer CUs (MI300X CPX, a MIG slice) or an MI250 GCD (104 CUs)
+            continue
         if text and any(re.search(p, text, re.IGNORECASE) for p in e.get("match") or []):
             return DeviceIdentity(
                 normalize_vendor(e.get("vendor")) or v, text, a or e.get("arch"), cus, mem,
                 str(e["name"]), "name",
             )  # fmt: skip
-    if cus is not None and v is not None:
+    if cus is not None and v is not None and _GENERIC.fullmatch(text):
+        # only a name that says nothing of the model: a named part the table lacks (A100
+        # PCIe, H800, H200 NVL) must not borrow the figures of one with its CUs
         cands = []
         for e in entries:
             gcds = int(e.get("gcds") or 1)

@@ -365,27 +365,34 @@ def _first_family(name: str) -> str:
 # `*_884*`, xmma / wmma / gmma / tensorop / nvjet names), AMD MFMA (Tensile / hipBLASLt
 # solutions with an `_MI<M>x<N>x<K>` instruction tile, `mfma`, Composable Kernel `xdl`).
 _MATRIX_UNIT = _rx(
-    r"tensorop|xmma|wmma|gmma|hmma|imma|(?<![a-z])nvjet|mfma|_xdl|xdlops"
+    r"tensorop|xmma|wmma|gmma|hmma|imma|(?<![a-z])nvjet|mfma|_xdl|xdlops|gtcx"
     r"|(?<![a-z0-9])[hsi]?(?:1688|16816|884|8816)|_mi\d+x\d+x\d+"
 )
 # Plain vector units: cuBLAS / cuDNN SIMT FP32/FP64 kernels (`ampere_sgemm_*`,
-# `implicit_convolve_sgemm`, `dgemm`), GEMV, and Tensile solutions without an MFMA tile.
-_VECTOR_UNIT = _rx(r"(?<![a-z0-9])(?:sgemm|dgemm|sgemv|dgemv|gemv)|implicit_convolve_sgemm")
+# `implicit_convolve_sgemm`, `dgemm`, mangled `_Z10sgemm_kernel`), GEMV, xmma kernels
+# built on FFMA (SIMT despite the xmma name), and Tensile solutions without an MFMA tile.
+_VECTOR_UNIT = _rx(
+    r"(?<![a-z])(?:sgemm|dgemm|sgemv|dgemv|gemv)|implicit_convolve_sgemm|(?<![a-z])ffma"
+)
+# TF32 anywhere in a name: CUTLASS `s1688tf32gemm`, cuBLAS `xmma_gemm_f32f32_tf32f32_f32`
+_TF32_UNIT = _rx(r"tf32")
 
 
 @functools.lru_cache(maxsize=65536)
 def math_unit(name: str) -> str | None:
-    """``matrix`` (tensor / matrix cores), ``vector`` (SIMT / VALU) or None (the name does
-    not tell) for a GEMM- or convolution-like kernel.
+    """``tf32`` (TF32 tensor cores), ``matrix`` (tensor / matrix cores), ``vector`` (SIMT /
+    VALU) or None (the name does not tell) for a GEMM- or convolution-like kernel.
 
     >>> math_unit("ampere_sgemm_32x32_sliced1x4_tn"), math_unit("sm90_xmma_gemm_f16f16")
     ('vector', 'matrix')
     """
     s = _KD_SUFFIX.sub("", name.strip())
-    if _MATRIX_UNIT.search(s):
-        return "matrix"
+    if _TF32_UNIT.search(s):
+        return "tf32"
     if _VECTOR_UNIT.search(s):
         return "vector"
+    if _MATRIX_UNIT.search(s):
+        return "matrix"
     library = classify_kernel(name).library
     if library in ("Tensile", "hipBLASLt"):
         return "vector"  # a Tensile solution on MFMA names its _MI tile (matched above)

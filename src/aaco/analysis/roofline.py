@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -357,6 +358,8 @@ def node_roofline(
             # left symbolic, e.g. an RNN's initial_h): the shapes the profile recorded
             nbytes = float(mine["bytes"]) * calls
         unit = instruction.get(name) if instruction else None
+        if unit is None and op_type and not _MATRIX_CAPABLE.search(op_type):
+            unit = "vector"  # an elementwise / norm / pooling op never runs on matrix units
         pf = roof_flops(ceilings, dtype, unit)
         # the working set: what one call moves (bytes per iteration / calls per iteration)
         per_call = nbytes / calls if nbytes is not None and calls else None
@@ -386,15 +389,24 @@ def roof_flops(ceilings: CeilingsLike | None, dtype: str | None, unit: str | Non
     """The compute roof of work in ``dtype`` on ``unit`` (``matrix``, ``vector``, ``tf32``;
     None: unknown, the highest roof of the dtype). A unit without a figure of its own for
     the dtype (no FP16 vector peak in a data sheet) falls back to the dtype's highest."""
+    from aaco.analysis.ceilings import normalize_dtype
+
     if ceilings is None:
         return None
-    if unit == "tf32" and dtype in ("float", "float32", "tfloat32"):
+    if unit == "tf32" and normalize_dtype(dtype) in ("float32", "tfloat32_matrix"):
         return ceilings.peak_flops("tfloat32") or ceilings.peak_flops(dtype)
     if unit in ("matrix", "vector") and dtype:
         return ceilings.peak_flops(f"{dtype}_{unit}") or ceilings.peak_flops(dtype)
     return ceilings.peak_flops(dtype)
 
 
+#: operator types that can run on matrix / tensor cores (ONNX, ORT contrib, torch): any
+#: other operator's compute roof is the vector one
+_MATRIX_CAPABLE = re.compile(
+    r"matmul|gemm|conv|attention|einsum|lstm|gru|rnn|linear|addmm|bmm|(?<![a-z])mm\b"
+    r"|scaled_dot_product|sdpa|flash",
+    re.IGNORECASE,
+)
 #: kernel families whose instruction type decides an operator's compute roof
 _COMPUTE_FAMILIES = frozenset({"gemm", "conv", "attention"})
 
@@ -420,8 +432,7 @@ def node_instructions(op_map: pa.Table | None) -> dict[str, str]:
         fam = family or classify_kernel(name).family
         if fam not in _COMPUTE_FAMILIES:
             continue
-        unit = "tf32" if classify_kernel(name).dtype == "tf32" else math_unit(name)
-        units[op].add(unit)
+        units[op].add(math_unit(name))
     out: dict[str, str] = {}
     for op, seen in units.items():
         if "tf32" in seen:
@@ -583,10 +594,10 @@ def kernel_roofline(
                 nbytes=hbm,
                 # counters tell the unit: MFMA work is <dtype>_matrix, VALU work the vector
                 # roof alone (never the matrix peak it cannot reach)
-                peak_flops=(
-                    ceilings.peak_flops(dtype if dtype.endswith("_matrix") else f"{dtype}_vector")
-                    if ceilings is not None and dtype
-                    else None
+                peak_flops=roof_flops(
+                    ceilings,
+                    dtype.removesuffix("_matrix") if dtype else None,
+                    "matrix" if dtype and dtype.endswith("_matrix") else "vector",
                 ),
                 peak_bytes=pb,
                 source="counters+" + ceilings.source if ceilings is not None else None,
@@ -709,6 +720,7 @@ def roofline_summary(
             else 1.0
         ),
         "rows_timed": timed,
+        "rows_untimed": len(shared) - timed,
         "time_share_no_work": _share_where(shared, _no_work),
         "weighted_efficiency": weighted,
         "points": [

@@ -17,8 +17,9 @@ CPU (backend ``cpu``):
   level's roof is the best of its figures and never below a farther level's.
 
 GPU (backends ``cuda``, ``rocm``, ``gpu``; needs torch with a GPU, a CUDA or a HIP build:
-PyTorch on ROCm is driven through ``torch.cuda`` too): torch matmul in float32, float16
-and bfloat16 (matrix peaks), and a device-to-device copy for bandwidth. The result is
+PyTorch on ROCm is driven through ``torch.cuda`` too): torch matmul in float32 (TF32 off),
+float16 and bfloat16 (matrix peaks), on CUDA also float32 with TF32 on (``tfloat32_matrix``),
+and a device-to-device copy for bandwidth. The result is
 stored under the GPU's device identity (:mod:`aaco.analysis.devices`: vendor, name,
 architecture, compute units), so an ONNX Runtime CUDA/ROCm/MIGraphX session, a PyTorch
 run on CUDA or ROCm and an imported trace of that device all find it.
@@ -788,18 +789,29 @@ def _gpu(backend: str, settings: _Settings) -> tuple[dict[str, float], float, di
     n = 2048 if quick else 8192
     run = _Run(settings)
     flops: dict[str, float] = {}
-    for name, dt in (("float32", torch.float32), ("float16", torch.float16),
-                     ("bfloat16", torch.bfloat16)):  # fmt: skip
-        a = torch.randn(n, n, device=dev, dtype=dt)
-        b = torch.randn(n, n, device=dev, dtype=dt)
+    matmul_flags = torch.backends.cuda.matmul
+    tf32_before = matmul_flags.allow_tf32
+    # float32 with TF32 off (plain FP32: SIMT on NVIDIA, MFMA FP32 on AMD), then on NVIDIA
+    # with TF32 on: the TF32 tensor-core roof that FP32 GEMMs reach when it is allowed
+    plan = [("float32", torch.float32, False), ("float16", torch.float16, False),
+            ("bfloat16", torch.bfloat16, False)]  # fmt: skip
+    if not hip:
+        plan.append(("tfloat32", torch.float32, True))
+    try:
+        for name, dt, tf32 in plan:
+            matmul_flags.allow_tf32 = tf32
+            a = torch.randn(n, n, device=dev, dtype=dt)
+            b = torch.randn(n, n, device=dev, dtype=dt)
 
-        def mm(a: Any = a, b: Any = b) -> None:
-            torch.matmul(a, b)
-            sync()
+            def mm(a: Any = a, b: Any = b) -> None:
+                torch.matmul(a, b)
+                sync()
 
-        mm()
-        run.measure(mm, 2.0 * n**3, f"torch_gemm_{name}", "FLOP/s", f"{n}x{n}x{n}")
-        flops[name if name == "float32" else f"{name}_matrix"] = run.ms[-1].value
+            mm()
+            run.measure(mm, 2.0 * n**3, f"torch_gemm_{name}", "FLOP/s", f"{n}x{n}x{n}")
+            flops[name if name == "float32" else f"{name}_matrix"] = run.ms[-1].value
+    finally:
+        matmul_flags.allow_tf32 = tf32_before
     nbytes = (256 if quick else 2048) * 1024**2
     src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)

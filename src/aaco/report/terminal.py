@@ -514,7 +514,7 @@ def _roofline(r: dict[str, Any], width: int) -> list[RenderableType]:
         line = Text("Roofline: no ceilings (run `aaco calibrate` on this machine)", style="dim")
     parts: list[RenderableType] = [line]
     for note in notes:
-        warn = "above the" in note or note.startswith(("no ceilings", "GPU time", "operators have"))
+        warn = "above the" in note or note.startswith(("no ceilings", "GPU time"))
         parts.append(Text(f"  {note}", style="yellow" if warn else "dim"))
     if summ:
         # bundles analysed before time_share_no_work existed have no such key

@@ -312,11 +312,24 @@ def _make_step(loaded: LoadedModel, module: Any, gpu: bool, torch: Any) -> Calla
 def _framework_info(spec: TorchRunSpec, torch: Any) -> dict[str, Any]:
     dev = torch.device(spec.device)
     name: str | None
+    gpu: dict[str, Any] = {}
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev.index or 0)
+        # the device identity its ceilings are found by (aaco.analysis.devices), also when
+        # no vendor tool on PATH lists the GPU in env.json
+        props = torch.cuda.get_device_properties(dev.index or 0)
+        hip = getattr(torch.version, "hip", None)
+        gpu = {
+            "device_arch": getattr(props, "gcnArchName", None)
+            if hip
+            else f"sm_{props.major}{props.minor}",
+            "device_compute_units": getattr(props, "multi_processor_count", None),
+            "device_memory_bytes": getattr(props, "total_memory", None),
+        }
     else:
         name = platform.processor() or platform.machine() or None
     return {
+        **gpu,
         "framework": "torch",
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,

@@ -619,7 +619,13 @@ ROOFLINE = TableSpec(
         _c("op_type", _str, "", "operator type (node level) or kernel family"),
         _c("dtype", _str, "", "element type used to pick the compute ceiling"),
         _c("calls_per_iter", _f64, "", "executions per iteration"),
-        _c("time_ns", _f64, "ns", "median time per iteration (sum over its calls)"),
+        _c(
+            "time_ns",
+            _f64,
+            "ns",
+            "median time per iteration (sum over its calls); on a GPU the attributed kernel "
+            "time, null when unknown",
+        ),
         _c("time_share", _f64, "", "time_ns / total operator time per iteration (0-1)"),
         _c("flops", _f64, "FLOP", "work per iteration; null when unknown"),
         _c("bytes", _f64, "B", "memory traffic per iteration; null when unknown"),
