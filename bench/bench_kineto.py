@@ -1,21 +1,37 @@
-"""Kineto trace import: AACO against Holistic Trace Analysis (HTA) on the same generated trace.
+"""Kineto trace import: the whole ``aaco import`` command against Holistic Trace Analysis (HTA),
+side by side on the same traces.
 
-Generates (bench/gen_kineto_trace.py, seeded) a CUDA-flavour trace in Kineto's layout, then
-runs each tool in its own fresh subprocess and measures wall time and peak RSS
-(``ru_maxrss``), also RSS growth over the process's baseline after its imports:
+For each trace, in alternating order within each round (AACO first in even rounds, HTA first
+in odd ones), and each in its own fresh process timed from launch to exit (interpreter start
+and imports included; peak RSS from ``wait4``, the process and the children it waited for):
 
-* AACO: :func:`aaco_job`: import + the full analysis ``aaco import`` runs.
+* AACO: ``python -m aaco import TRACE -o ROOT --format none``, the whole command: the trace
+  decoded (two processes), the bundle's Parquet tables written, kernel classification,
+  op->kernel attribution, derived metrics, the diagnosis (roofline, bottleneck,
+  recommendations) and the reports (``report/report.{html,json,txt}``) rendered. The script
+  checks after each run that the bundle is ``completed`` and holds the report and the
+  diagnosis, and deletes it (untimed).
 * HTA: ``TraceAnalysis(trace_dir=...)`` + ``get_temporal_breakdown(visualize=False)`` under
-  ``/tmp/hta-venv/bin/python`` (skipped with a message when that interpreter is missing;
-  ``python3.11 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis``).
-  Run a second time with ``HTA_DISABLE_NS_ROUNDING=1`` (untimed): by default HTA rounds each
-  event's start up and end down to whole microseconds, which shifts its breakdown on traces
-  with sub-microsecond times; without rounding it must agree with AACO's breakdown over the
-  kernels HTA keeps (:func:`aaco.analysis.timeline.hta_selection`).
+  ``--hta-python`` (HTA 0.5 in its own venv; skipped with a message when it is missing), in a
+  ``python -c`` child. HTA writes nothing and computes one breakdown, so the comparison
+  favours HTA.
+* Startup of each tool alone (``python -m aaco --version``; ``import hta.trace_analysis``),
+  also timed once per round, so that the per-trace figures can be read with and without it.
+
+Traces: the real ones given with ``--trace`` (default: the largest real Kineto trace in
+``reference-data/kineto``, 108 936 events of a CUDA training run recorded by others, HTA's
+test data) are the headline; ``--generated-events N`` adds a seeded trace generated in
+Kineto's layout (``bench/gen_kineto_trace.py``), reported as generated (``0`` skips it).
+
+Agreement: HTA is run once more per trace with ``HTA_DISABLE_NS_ROUNDING=1`` (untimed) and its
+breakdown printed beside AACO's two figures from the bundle's ``metrics/derived_metrics.json``
+(``temporal_breakdown``: every kernel at Kineto's ns resolution; ``temporal_breakdown_hta``:
+HTA's selection of kernels and its microsecond rounding, which should equal HTA's default).
 
 Usage::
 
-    python bench/bench_kineto.py [--events 216000] [--keep DIR] [--no-hta] [--no-hta-exact]
+    python bench/bench_kineto.py [--trace PATH ...] [--generated-events 216000] [--repeat 3]
+        [--hta-python PY] [--no-hta] [--json out.json]
 """
 
 from __future__ import annotations
@@ -23,6 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,189 +49,267 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-HTA_PYTHON = Path(os.environ.get("AACO_HTA_PYTHON", "/tmp/hta-venv/bin/python"))
+REPO = HERE.parent
+HTA_PYTHON_CANDIDATES = (
+    os.environ.get("AACO_HTA_PYTHON", ""),
+    "/work/hta-work/venv/bin/python",
+    "/tmp/hta-venv/bin/python",
+)
+REFERENCE_DIRS = (
+    REPO.parent / "shared" / "reference-data" / "kineto",
+    Path("/work/shared/reference-data/kineto"),
+)
+HEADLINE = "hta__negative_queue_length_values_check__rank0.json.gz"
 
-
-def aaco_job(path: Path) -> dict[str, Any]:
-    """The timed AACO work on one trace: import + the full analysis `aaco import` runs
-    (kernel classification, op->kernel attribution, kernel groups, derived metrics with
-    the temporal/idle breakdowns and launch statistics)."""
-    from aaco.importers.kineto import KinetoImporter
-    from aaco.ingest import analyze_trace
-
-    t0 = time.perf_counter()
-    tables = KinetoImporter().read(path)
-    t1 = time.perf_counter()
-    analyzed = analyze_trace(tables)
-    t2 = time.perf_counter()
-    return {
-        "import_s": t1 - t0,
-        "analysis_s": t2 - t1,
-        "rows": tables.event_count,
-        "kernels": tables.kernels.num_rows,
-        "temporal_breakdown": analyzed.metrics["temporal_breakdown"],
-        # for the comparison with HTA, computed after the timing (see _AACO_CHILD)
-        "tables": tables,
-        "attributed": analyzed.attribution.get("kernels_attributed_fraction"),
-        # forked decoding workers and their memory (see _AACO_CHILD)
-        "workers": tables.meta.get("workers", []),
-    }
-
-
-def _hta_view(tables: Any) -> list[dict[str, Any]]:
-    """AACO's temporal breakdown over the kernels HTA keeps (it drops the last step's)."""
-    from aaco.analysis.timeline import hta_selection, temporal_breakdown
-
-    kernels, memcpy = hta_selection(
-        tables.kernels, tables.memcpy, tables.api_calls, tables.annotations
-    )
-    return temporal_breakdown(kernels, memcpy)
-
-
-_AACO_CHILD = """
-import json, resource, sys, time
-sys.path.insert(0, {bench!r})
-from pathlib import Path
-import aaco.importers.kineto, aaco.ingest, pyarrow, numpy, msgspec  # imports out of the timing
-import aaco.analysis.attribution, aaco.analysis.kernels, aaco.analysis.timeline
-from bench_kineto import _hta_view, aaco_job
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
-out = aaco_job(Path({path!r}))
-dt = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-out["temporal_breakdown_hta_selection"] = _hta_view(out.pop("tables"))
-# the whole job's memory counts the forked workers: their peak RSS (RUSAGE_CHILDREN, which
-# also counts the pages they share with this process) and their private memory (own pages
-# and copy-on-write copies, read from /proc at their end)
-children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-private = sum(w["private_kb"] for w in out["workers"])
-print(json.dumps({{"seconds": dt, "peak_kb": peak, "base_kb": base, "out": out,
-                   "children_peak_kb": children, "children_private_kb": private}}))
+_COUNT_CHILD = """
+import gzip, json, sys
+p = sys.argv[1]
+with (gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")) as f:
+    print(len(json.load(f)["traceEvents"]))
 """
 
+_HTA_STARTUP = "import hta.trace_analysis"
+
 _HTA_CHILD = """
-import json, resource, sys, time, warnings, logging
+import json, sys, time, warnings, logging
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
-analyzer = TraceAnalysis(trace_dir={trace_dir!r})
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
 t1 = time.perf_counter()
 tb = analyzer.get_temporal_breakdown(visualize=False)
-dt = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"seconds": dt, "load_seconds": t1 - t0, "peak_kb": peak, "base_kb": base,
-                   "out": json.loads(tb.to_json(orient="records"))}}))
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "breakdown_s": t2 - t1,
+                  "out": json.loads(tb.to_json(orient="records"))}))
 """
 
 
-def _run(python: str, code: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = subprocess.run(
-        [python, "-c", code],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=HERE.parent,
-        env={**os.environ, **(env or {})},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _print_hta(label: str, r: dict[str, Any]) -> None:
-    for row in r["out"]:
-        print(
-            f"{label}, rank {row['rank']}: idle {row['idle_time(us)']:.0f} us, compute "
-            f"{row['compute_time(us)']:.0f} us, non-compute {row['non_compute_time(us)']:.0f} "
-            f"us, total {row['kernel_time(us)']:.0f} us ({row['idle_time_pctg']:.2f} / "
-            f"{row['compute_time_pctg']:.2f} / {row['non_compute_time_pctg']:.2f} %)"
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cmd`` to completion: wall seconds from launch to exit, peak RSS (``wait4``'s
+    ``ru_maxrss``: the process and the children it waited for), stdout."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=err, cwd=REPO, env={**os.environ, **(env or {})}
         )
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed ({proc.returncode}): {stderr[-2000:]}")
+    return {"seconds": dt, "peak_mb": usage.ru_maxrss / 1024, "stdout": stdout}
+
+
+def _aaco_import(trace: Path, root: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "aaco", "import", str(trace), "-o", str(root)]
+    r = _timed([*cmd, "--format", "none"])
+    bundle = (root / "latest").resolve()
+    session = json.loads((bundle / "session.json").read_text())
+    needed = [
+        "report/report.html",
+        "report/report.json",
+        "metrics/bottleneck.json",
+        "metrics/derived_metrics.json",
+        "profiler/kernels.parquet",
+    ]
+    missing = [n for n in needed if not (bundle / n).is_file()]
+    if session.get("status") != "completed" or missing:
+        raise RuntimeError(f"aaco import: status {session.get('status')}, missing {missing}")
+    files = [p for p in bundle.rglob("*") if p.is_file()]
+    r["bundle_files"] = len(files)
+    r["bundle_mb"] = sum(p.stat().st_size for p in files) / 1e6
+    r["derived"] = json.loads((bundle / "metrics/derived_metrics.json").read_text())
+    shutil.rmtree(root)
+    return r
+
+
+def _hta(python: Path, trace_dir: Path, exact: bool = False) -> dict[str, Any]:
+    env = {"HTA_DISABLE_NS_ROUNDING": "1"} if exact else None
+    r = _timed([str(python), "-c", _HTA_CHILD, str(trace_dir)], env)
+    r.update(json.loads(r.pop("stdout").strip().splitlines()[-1]))
+    return r
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def _find_hta(arg: Path | None) -> Path | None:
+    if arg is not None:
+        return arg if arg.exists() else None
+    for c in HTA_PYTHON_CANDIDATES:
+        if c and Path(c).exists():
+            return Path(c)
+    return None
+
+
+def _default_traces() -> list[Path]:
+    for d in REFERENCE_DIRS:
+        if (d / HEADLINE).is_file():
+            return [d / HEADLINE]
+    return []
+
+
+def _print_breakdowns(
+    name: str, aaco: dict[str, Any], hta: dict[str, Any] | None, exact: dict[str, Any] | None
+) -> None:
+    def pct(rows: list[dict[str, Any]]) -> str:
+        return "; ".join(
+            f"{r['idle_pct']:.2f} / {r['compute_pct']:.2f} / {r['non_compute_pct']:.2f} % "
+            f"(window {r['total_ns'] / 1e3:.0f} us)"
+            for r in rows
+        )
+
+    def hta_pct(rows: list[dict[str, Any]]) -> str:
+        return "; ".join(
+            f"rank {r['rank']}: {r['idle_time_pctg']:.2f} / {r['compute_time_pctg']:.2f} / "
+            f"{r['non_compute_time_pctg']:.2f} % (window {r['kernel_time(us)']:.0f} us)"
+            for r in rows
+        )
+
+    print(f"  temporal breakdown of {name}, idle / compute / non-compute:")
+    print(f"    AACO temporal_breakdown          {pct(aaco['temporal_breakdown'])}")
+    print(f"    AACO temporal_breakdown_hta      {pct(aaco['temporal_breakdown_hta'])}")
+    if exact is not None:
+        print(f"    HTA, HTA_DISABLE_NS_ROUNDING=1   {hta_pct(exact['out'])}")
+    if hta is not None:
+        print(f"    HTA default (us rounding)        {hta_pct(hta['out'])}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=216_000)
+    ap.add_argument("--trace", type=Path, action="append", help="a real trace (repeatable)")
+    ap.add_argument("--generated-events", type=int, default=216_000, help="0: none")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--keep", type=Path, help="write the trace here and keep it")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hta-python", type=Path)
     ap.add_argument("--no-hta", action="store_true")
-    ap.add_argument(
-        "--no-hta-exact", action="store_true", help="skip HTA's second run without rounding"
-    )
+    ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
+    hta_py = None if a.no_hta else _find_hta(a.hta_python)
+    if hta_py is None:
+        print("HTA: skipped (--no-hta, or no HTA interpreter: --hta-python / AACO_HTA_PYTHON)")
+    result: dict[str, Any] = {"traces": {}, "startup": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        trace_dir = a.keep or Path(tmp) / "trace"
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        # HTA reads every rank file of a directory; one rank, as HTA names them
-        path = trace_dir / "rank-0.json"
-        # generated in a child: ru_maxrss survives fork+exec, so the parent must stay small
-        # for the children's peak RSS figures to be their own
-        gen = [sys.executable, str(HERE / "gen_kineto_trace.py"), str(path)]
-        gen += ["--events", str(a.events), "--seed", str(a.seed)]
-        out = subprocess.run(gen, capture_output=True, text=True, check=True).stdout
-        n = int(out.rsplit(":", 1)[1].split()[0])
-        size_mb = path.stat().st_size / 1e6
-        print(f"trace: {path} {n} events, {size_mb:.1f} MB")
+        cases: list[tuple[str, str, Path]] = []
+        for t in a.trace or _default_traces():
+            cases.append((t.name, "real", t))
+        if a.generated_events:
+            # generated in a child: ru_maxrss survives fork+exec, so this process stays small
+            path = Path(tmp) / "generated" / "rank-0.json"
+            path.parent.mkdir()
+            gen = [sys.executable, str(HERE / "gen_kineto_trace.py"), str(path)]
+            gen += ["--events", str(a.generated_events), "--seed", str(a.seed)]
+            subprocess.run(gen, capture_output=True, text=True, check=True)
+            cases.append(
+                (f"generated {a.generated_events} events (seed {a.seed})", "generated", path)
+            )
+        if not cases:
+            sys.exit("no trace: pass --trace, or --generated-events N")
+        # HTA reads every trace file of a directory: one folder per trace
+        dirs: dict[str, Path] = {}
+        events: dict[str, int] = {}
+        for i, (name, _, path) in enumerate(cases):
+            d = Path(tmp) / f"hta{i}"
+            d.mkdir()
+            os.symlink(path.resolve(), d / path.name)
+            dirs[name] = d
+            count = [sys.executable, "-c", _COUNT_CHILD, str(path)]
+            events[name] = int(
+                subprocess.run(count, capture_output=True, text=True, check=True).stdout
+            )
+            size = path.stat().st_size / 1e6
+            gz = " gzip" if path.suffix == ".gz" else ""
+            print(f"trace {name}: {events[name]} events, {size:.1f} MB{gz}, {path}")
 
-        rows: list[tuple[str, dict[str, Any]]] = []
-        aaco = _run(sys.executable, _AACO_CHILD.format(bench=str(HERE), path=str(path)))
-        rows.append(("aaco", aaco))
-        views = (("all kernels", "temporal_breakdown"),
-                 ("HTA's selection", "temporal_breakdown_hta_selection"))  # fmt: skip
-        for label, key in views:
-            for row in aaco["out"][key]:
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+            n: {"aaco": [], "hta": []} for n, _, _ in cases
+        }
+        startup: dict[str, list[float]] = {"aaco": [], "hta": []}
+        for r in range(a.repeat):
+            order = ["aaco", "hta"] if r % 2 == 0 else ["hta", "aaco"]
+            for tool in order:
+                if tool == "hta" and hta_py is None:
+                    continue
+                if tool == "aaco":
+                    cmd = [sys.executable, "-m", "aaco", "--version"]
+                else:
+                    cmd = [str(hta_py), "-c", _HTA_STARTUP]
+                startup[tool].append(_timed(cmd)["seconds"])
+            for name, _, path in cases:
+                for tool in order:
+                    if tool == "aaco":
+                        runs[name]["aaco"].append(_aaco_import(path, Path(tmp) / "sessions"))
+                    elif hta_py is not None:
+                        runs[name]["hta"].append(_hta(hta_py, dirs[name]))
+            print(f"round {r + 1}/{a.repeat} done", file=sys.stderr)
+
+        print(
+            f"\nstartup alone (median of {a.repeat}): AACO `python -m aaco --version` "
+            f"{statistics.median(startup['aaco']):.2f} s"
+            + (
+                f"; HTA `import hta.trace_analysis` {statistics.median(startup['hta']):.2f} s"
+                if startup["hta"]
+                else ""
+            )
+        )
+        result["startup"] = startup
+        for name, kind, _ in cases:
+            ra, rh = runs[name]["aaco"], runs[name]["hta"]
+            n = events[name]
+            print(f"\n== {name} ({kind}, {n} events), {a.repeat} rounds, alternating")
+            sa = [x["seconds"] for x in ra]
+            print(
+                f"  aaco import (whole command): {' '.join(f'{s:.2f}' for s in sa)} s; "
+                f"median {statistics.median(sa):.2f} s = {n / statistics.median(sa):,.0f} "
+                f"events/s; peak RSS {_median(ra, 'peak_mb'):.0f} MB; bundle "
+                f"{ra[0]['bundle_files']} files, {ra[0]['bundle_mb']:.1f} MB"
+            )
+            entry: dict[str, Any] = {
+                "kind": kind,
+                "events": n,
+                "aaco_seconds": sa,
+                "aaco_peak_mb": [x["peak_mb"] for x in ra],
+                "aaco_bundle_mb": ra[0]["bundle_mb"],
+            }
+            exact = None
+            if rh:
+                sh = [x["seconds"] for x in rh]
                 print(
-                    f"AACO temporal breakdown ({label}), device {row['device']}: idle "
-                    f"{row['idle_ns'] / 1e3:.0f} us, compute {row['compute_ns'] / 1e3:.0f} "
-                    f"us, non-compute {row['non_compute_ns'] / 1e3:.0f} us, total "
-                    f"{row['total_ns'] / 1e3:.0f} us ({row['idle_pct']:.2f} / "
-                    f"{row['compute_pct']:.2f} / {row['non_compute_pct']:.2f} %)"
+                    f"  HTA load + temporal breakdown (whole process): "
+                    f"{' '.join(f'{s:.2f}' for s in sh)} s; median "
+                    f"{statistics.median(sh):.2f} s = {n / statistics.median(sh):,.0f} "
+                    f"events/s; peak RSS {_median(rh, 'peak_mb'):.0f} MB; in-process load "
+                    f"{_median(rh, 'load_s'):.2f} s + breakdown "
+                    f"{_median(rh, 'breakdown_s'):.2f} s"
                 )
-        if a.no_hta:
-            print("HTA: skipped (--no-hta)")
-        elif not HTA_PYTHON.exists():
-            print(f"HTA: skipped ({HTA_PYTHON} not found; set AACO_HTA_PYTHON)")
-        else:
-            hta = _run(str(HTA_PYTHON), _HTA_CHILD.format(trace_dir=str(trace_dir)))
-            rows.append(("hta", hta))
-            _print_hta("HTA temporal breakdown (default: ts rounded up, end down, to us)", hta)
-            if not a.no_hta_exact:
-                # HTA rounds event times to whole microseconds by default; with rounding off
-                # its definitions give AACO's numbers (AACO keeps Kineto's ns resolution)
-                exact = _run(
-                    str(HTA_PYTHON),
-                    _HTA_CHILD.format(trace_dir=str(trace_dir)),
-                    {"HTA_DISABLE_NS_ROUNDING": "1"},
+                ratios = [h / x for h, x in zip(sh, sa, strict=True)]
+                print(
+                    f"  HTA / AACO time, per round: {' '.join(f'{q:.2f}' for q in ratios)}; "
+                    f"peak RSS AACO / HTA {_median(ra, 'peak_mb') / _median(rh, 'peak_mb'):.2f}"
                 )
-                _print_hta("HTA temporal breakdown (HTA_DISABLE_NS_ROUNDING=1)", exact)
-
-        print(f"{'tool':6} {'events':>8} {'seconds':>8} {'events/s':>10} {'peak MB':>8} "
-              f"{'+RSS MB':>8}")  # fmt: skip
-        for name, r in rows:
-            peak = r["peak_kb"] / 1024
-            grow = (r["peak_kb"] - r["base_kb"]) / 1024
-            print(f"{name:6} {n:8d} {r['seconds']:8.3f} {n / r['seconds']:10.0f} {peak:8.1f} "
-                  f"{grow:8.1f}")  # fmt: skip
-        print(f"aaco stages: import {aaco['out']['import_s']:.3f} s, analysis "
-              f"{aaco['out']['analysis_s']:.3f} s")  # fmt: skip
-        if aaco.get("children_peak_kb"):
-            kid, private = aaco["children_peak_kb"] / 1024, aaco["children_private_kb"] / 1024
-            print(f"aaco worker process: peak RSS {kid:.1f} MB (shared pages included), "
-                  f"private {private:.1f} MB")  # fmt: skip
-        if len(rows) == 2:
-            (_, x), (_, h) = rows
-            h_grow = max(1, h["peak_kb"] - h["base_kb"])
-            x_grow = x["peak_kb"] - x["base_kb"] + x.get("children_private_kb", 0)
-            strict = x["peak_kb"] + x.get("children_peak_kb", 0)
-            fair = x["peak_kb"] + x.get("children_private_kb", 0)
-            print(f"speed-up x{h['seconds'] / x['seconds']:.1f}; peak RSS ratio (job = this "
-                  f"process + worker private) {fair / h['peak_kb']:.2f}, (+ worker peak RSS) "
-                  f"{strict / h['peak_kb']:.2f}; RSS growth ratio "
-                  f"{x_grow / h_grow:.2f}")  # fmt: skip
+                entry |= {
+                    "hta_seconds": sh,
+                    "hta_peak_mb": [x["peak_mb"] for x in rh],
+                    "hta_load_s": [x["load_s"] for x in rh],
+                    "hta_breakdown_s": [x["breakdown_s"] for x in rh],
+                    "ratio_hta_over_aaco": ratios,
+                }
+                exact = _hta(hta_py, dirs[name], exact=True) if hta_py else None
+            _print_breakdowns(name, ra[-1]["derived"], rh[-1] if rh else None, exact)
+            entry["aaco_breakdowns"] = {
+                k: ra[-1]["derived"][k] for k in ("temporal_breakdown", "temporal_breakdown_hta")
+            }
+            entry["hta_breakdown"] = rh[-1]["out"] if rh else None
+            entry["hta_exact_breakdown"] = exact["out"] if exact else None
+            result["traces"][name] = entry
+    if a.json:
+        a.json.write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

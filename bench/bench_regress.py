@@ -2,8 +2,9 @@
 
 Builds a chain of ``--layers`` MatMul+Relu layers and variants with extra layers (each extra
 layer adds about 1/layers of the latency: real injected slowdowns), then runs sessions of
-them with ``aaco run`` in an interleaved order (base, variant, base, ...) so that drifts of
-the machine hit every configuration alike. Then:
+them with ``aaco run`` in an interleaved order (base every round; base, variant, ... in the
+last ``--variant-runs`` rounds) so that drifts of the machine hit every configuration alike,
+and records when each session started. Then:
 
 * A/A: pairs of base sessions (earlier one as baseline) -> the rate of each verdict of
   AACO's method at each margin in ``--thresholds``, and the rate at which Welch's t-test
@@ -11,27 +12,36 @@ the machine hit every configuration alike. Then:
   regression;
 * A/B: (base, variant) pairs -> the rate at which each method flags REGRESSION.
 
+Single-run pairs are causal, as a CI job meets them: the baseline was recorded before the
+session it judges, and the learned noise floor (margin "3 % + learned noise floor") comes
+from the base sessions recorded up to and including the baseline, never a later one
+(``aaco diff``'s own rule: :func:`aaco.regress.diff.baseline_history`); only pairs whose
+baseline has at least ``NOISE_FLOOR_MIN_SESSIONS`` (5) such sessions are counted. The pairs
+share sessions (21 base sessions give 136 such A/A pairs, but only 8 disjoint ones among them):
+``bench/bench_noise_floor.py`` reports the disjoint pairs with intervals and evaluates the
+floor rule out of sample.
+
 Each comparison is made once per pair (``compare``, 2 000 resamples, fixed seed) and then
 judged against every margin and gate with ``Comparison.at_margin``: the whole verdict of
 ``aaco diff`` (interval rule, Holm, bimodal gates, the median's shape guard), followed by
 its measurement-validity check on each session's CPU contention (``contention_reason``),
-as ``aaco diff`` applies it. ``--runs-per-side 1,3`` evaluates single sessions (every pair) and
-groups of 3 sessions per side (300 random draws; disjoint groups for A/A), pooled by the
-two-stage bootstrap that ``aaco diff -b B1 -b B2 -b B3 -s S1 -s S2 -s S3`` uses.
-The slowdown of each variant is measured as the ratio of the median of its session medians
-to the base's.
+as ``aaco diff`` applies it. ``--runs-per-side 1,3`` evaluates single sessions (every causal
+pair) and groups of 3 sessions per side (300 random draws; disjoint groups for A/A), pooled
+by the two-stage bootstrap that ``aaco diff -b B1 -b B2 -b B3 -s S1 -s S2 -s S3`` uses (no
+learned floor on top of 3 runs a side, as in ``aaco diff``). The slowdown of each variant is
+measured as the median, over its sessions, of the ratio of the session's median (p10) to that
+of the base session recorded just before it.
 
 Usage::
 
     python bench/bench_regress.py [--base-runs 21] [--variant-runs 10] [--iterations 200]
         [--thresholds 2,2.5,3] [--runs-per-side 1,3] [--threads 1] [--save lat.npz]
-        [--load lat.npz] [--json out.json]
+        [--load lat.npz] [--save-only] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -47,6 +57,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aaco.analysis.compare import (
     INCONCLUSIVE,
+    NOISE_FLOOR_MIN_SESSIONS,
     REGRESSION,
     Comparison,
     compare,
@@ -54,6 +65,7 @@ from aaco.analysis.compare import (
     welch_flags_regression,
 )
 from aaco.regress.diff import (
+    HISTORY_WINDOW,
     POOLED_RUNS,
     contention_reason,
     cpu_contention,
@@ -118,6 +130,9 @@ def main() -> None:
     )
     ap.add_argument("--save", type=Path, help="save every session's latencies (.npz)")
     ap.add_argument("--load", type=Path, help="analyse saved latencies instead of running")
+    ap.add_argument(
+        "--save-only", action="store_true", help="with --save: record the sessions, no analysis"
+    )
     ap.add_argument("--json", type=Path, help="write all figures here")
     a = ap.parse_args()
     extras = [int(x) for x in a.extra_layers.split(",") if x]
@@ -132,17 +147,22 @@ def main() -> None:
             k: [float(saved.get(f"c_{k}_{i}", np.nan)) for i in range(len(sessions[k]))]
             for k in keys
         }
+        started = load_start_times(saved, {k: len(v) for k, v in sessions.items()}, extras)
         run_s = 0.0
     else:
-        sessions, contention, run_s = _run_all(a, extras)
+        sessions, contention, started, run_s = _run_all(a, extras)
     if a.save:
         arrays = {f"{k}_{i}": x for k, xs in sessions.items() for i, x in enumerate(xs)}
         arrays |= {f"n_{k}": np.array(len(xs)) for k, xs in sessions.items()}
         arrays |= {
             f"c_{k}_{i}": np.array(c) for k, cs in contention.items() for i, c in enumerate(cs)
         }
+        arrays |= {f"t_{k}_{i}": np.array(t) for k, ts in started.items() for i, t in enumerate(ts)}
         np.savez_compressed(a.save, **arrays)
-    result = analyse(sessions, contention, extras, thresholds, runs_per_side)
+        if a.save_only:
+            print(f"saved {a.save} ({run_s:.0f} s of runs)")
+            return
+    result = analyse(sessions, contention, extras, thresholds, runs_per_side, started)
     result["config"] = {k: str(v) for k, v in vars(a).items()}
     result["machine"] = {"cpus": os.cpu_count()}
     result["run_seconds"] = run_s
@@ -151,9 +171,41 @@ def main() -> None:
         a.json.write_text(json.dumps(result, indent=2))
 
 
+def load_start_times(
+    saved: Any, counts: dict[int, int], extras: list[int]
+) -> dict[int, list[float]]:
+    """When each saved session started (seconds). Files saved before the start times were
+    recorded get the order ``_run_all`` ran them in then: round r ran the base's r-th
+    session, then each variant's r-th (while it had runs left)."""
+    if all(f"t_{k}_{i}" in saved.files for k, n in counts.items() for i in range(n)):
+        return {k: [float(saved[f"t_{k}_{i}"]) for i in range(n)] for k, n in counts.items()}
+    order = [0, *extras]
+    return {k: [r * len(order) + order.index(k) for r in range(n)] for k, n in counts.items()}
+
+
+def same_round_slowdown(
+    sessions: dict[int, list[np.ndarray[Any, Any]]],
+    started: dict[int, list[float]],
+    e: int,
+    percentile: float,
+) -> float:
+    """Median over variant ``e``'s sessions of its ``percentile`` over that of the base
+    session recorded just before it, minus 1."""
+    tb = started[0]
+    ratios = []
+    for j, x in enumerate(sessions[e]):
+        before = [i for i in range(len(tb)) if tb[i] < started[e][j]]
+        if before:
+            i = max(before, key=lambda i: tb[i])
+            ratios.append(np.percentile(x, percentile) / np.percentile(sessions[0][i], percentile))
+    return float(np.median(ratios) - 1) if ratios else float("nan")
+
+
 def _run_all(
     a: argparse.Namespace, extras: list[int]
-) -> tuple[dict[int, list[np.ndarray[Any, Any]]], dict[int, list[float]], float]:
+) -> tuple[
+    dict[int, list[np.ndarray[Any, Any]]], dict[int, list[float]], dict[int, list[float]], float
+]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "sessions"
         models = {0: Path(tmp) / "m0" / "chain.onnx"}
@@ -161,22 +213,27 @@ def _run_all(
         for e in extras:
             models[e] = Path(tmp) / f"m{e}" / "chain.onnx"
             chain_model(models[e], a.layers + e, a.hidden, a.batch)
-        # interleave: each round runs the base and, while they last, each variant
+        # interleave: each round runs the base and, in the last --variant-runs rounds, each
+        # variant; so every variant session has a history of earlier base sessions behind it,
+        # as a change judged by a CI job has (variants ran in the first rounds before
+        # 2026-11-25 evening: load_start_times)
         sessions: dict[int, list[np.ndarray[Any, Any]]] = {k: [] for k in models}
         contention: dict[int, list[float]] = {k: [] for k in models}
+        started: dict[int, list[float]] = {k: [] for k in models}
         t0 = time.perf_counter()
         rounds = max(a.base_runs, a.variant_runs)
         for r in range(rounds):
             for k in models:
                 want = a.base_runs if k == 0 else a.variant_runs
-                if len(sessions[k]) < want:
+                if len(sessions[k]) < want and (k == 0 or r >= rounds - want):
+                    started[k].append(time.time())
                     path = run_session(models[k], root, a, f"extra{k}")
                     s = Session.load(path)
                     sessions[k].append(measured_latencies(s))
                     c = cpu_contention(s)
                     contention[k].append(np.nan if c is None else c)
             print(f"round {r + 1}/{rounds} done, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        return sessions, contention, time.perf_counter() - t0
+        return sessions, contention, started, time.perf_counter() - t0
 
 
 def _side_contention(values: list[float]) -> float | None:
@@ -186,20 +243,49 @@ def _side_contention(values: list[float]) -> float | None:
 
 
 def _verdict(c: Comparison, delta: float, gate: str, ca: float | None, cb: float | None) -> str:
-    """``aaco diff``'s verdict: the statistics, then the measurement-validity check."""
+    """``aaco diff``'s verdict: the statistics, then the measurement-validity check. A margin
+    of 100 % or more (a learned floor that large) stops ``aaco diff`` with a usage error."""
+    if delta >= 1.0:
+        return "ERROR"
     v = c.at_margin(delta, (gate,)).verdict
     return INCONCLUSIVE if contention_reason(ca, cb, v) else v
 
 
+def causal_history(started_base: list[float], baseline_start: float) -> list[int]:
+    """The base sessions ``aaco diff`` learns the floor from when this base session is the
+    baseline: those recorded up to and including it, the last ``HISTORY_WINDOW``, oldest
+    first (:func:`aaco.regress.diff.baseline_history`): never one recorded later."""
+    idx = sorted(
+        (i for i, t in enumerate(started_base) if t <= baseline_start),
+        key=lambda i: started_base[i],
+    )
+    return idx[-HISTORY_WINDOW:]
+
+
 def _pairs(
-    n_a: int, n_b: int, k: int, same: bool, rng: np.random.Generator, limit: int
+    started: dict[int, list[float]],
+    e: int,
+    k: int,
+    same: bool,
+    rng: np.random.Generator,
+    limit: int,
 ) -> list[tuple[list[int], list[int]]]:
-    """Groups of k runs per side: every pair when k = 1, else ``limit`` random draws
-    (disjoint groups when both sides come from the same configuration)."""
+    """Groups of k runs per side. k = 1: every causal pair, i.e. the baseline (a base
+    session) recorded before the judged session and with at least
+    ``NOISE_FLOOR_MIN_SESSIONS`` base sessions up to it, so that the learned floor exists
+    as it would for a CI job. Else ``limit`` random draws (disjoint groups when both sides
+    come from the same configuration; no learned floor with that many runs a side)."""
+    tb, tx = started[0], started[e]
+    n_a, n_b = len(tb), len(tx)
     if k == 1:
-        if same:
-            return [([i], [j]) for i, j in itertools.combinations(range(n_a), 2)]
-        return [([i], [j]) for i in range(n_a) for j in range(n_b)]
+        return [
+            ([i], [j])
+            for i in range(n_a)
+            for j in range(n_b)
+            if (not same or i != j)
+            and tb[i] < tx[j]
+            and len(causal_history(tb, tb[i])) >= NOISE_FLOOR_MIN_SESSIONS
+        ]
     out = []
     for _ in range(limit):
         if same:
@@ -218,6 +304,7 @@ def analyse(
     extras: list[int],
     thresholds: list[float],
     runs_per_side: list[int],
+    started: dict[int, list[float]],
     limit: int = 300,
 ) -> dict[str, Any]:
     base = sessions[0]
@@ -228,19 +315,10 @@ def analyse(
         "base_p50_ms": base_med,
         "base_session_p50_spread_pct": (max(base_meds) / min(base_meds) - 1) * 100,
         "base_session_p50_sd_log_pct": float(np.std(np.log(base_meds), ddof=1) * 100),
-        "slowdowns": {
-            e: float(np.median([np.median(x) for x in sessions[e]]) / base_med - 1) * 100
-            for e in extras
-        },
-        "slowdowns_p10": {
-            e: float(
-                np.median([np.percentile(x, 10) for x in sessions[e]])
-                / np.median([np.percentile(x, 10) for x in base])
-                - 1
-            )
-            * 100
-            for e in extras
-        },
+        # each variant session against the base session recorded just before it (same
+        # round), so that a drift of the machine over the window does not pass for a slowdown
+        "slowdowns": {e: same_round_slowdown(sessions, started, e, 50) * 100 for e in extras},
+        "slowdowns_p10": {e: same_round_slowdown(sessions, started, e, 10) * 100 for e in extras},
         "contention_max": {
             k: (None if all(np.isnan(v)) else float(np.nanmax(v))) for k, v in contention.items()
         },
@@ -256,18 +334,18 @@ def analyse(
         welch: dict[int, float] = {}
         for e, same in configs:
             other = sessions[e]
-            pairs = _pairs(len(base), len(other), k, same, rng, limit)
+            pairs = _pairs(started, e, k, same, rng, limit)
             cis[e] = []
             flags = 0
             for ia, ib in pairs:
                 a = [base[i] for i in ia]
                 b = [other[j] for j in ib]
                 c = compare(a, b, delta=0.0)
-                # the noise floor a CI job would have learned: the other base sessions
-                used = set(ia) | (set(ib) if same else set())
+                # the noise floor aaco diff learns (single runs only): the base sessions
+                # recorded up to and including the baseline, never a later one
+                hist = causal_history(started[0], started[0][ia[0]]) if k == 1 else []
                 floors = [
-                    noise_floor([float(v) for i, v in enumerate(vals) if i not in used]) or 0.0
-                    for vals in (base_meds, base_p10s)
+                    noise_floor([vals[i] for i in hist]) or 0.0 for vals in (base_meds, base_p10s)
                 ]
                 cont = (
                     _side_contention([contention[0][i] for i in ia]),
@@ -285,7 +363,7 @@ def analyse(
                     # as aaco diff: no learned floor on top of POOLED_RUNS pooled runs a side
                     if th != "history" or k >= POOLED_RUNS:
                         return 0.03 if th == "history" else float(th) / 100
-                    return max(0.03, x[1 + gi])
+                    return max(0.03, float(x[1 + gi]))
 
                 def judge(x: tuple[Any, ...], gate: str = gate) -> str:
                     return _verdict(x[0], margin(x), gate, x[3], x[4])
