@@ -432,3 +432,30 @@ def test_noise_floor_history_comes_from_the_baselines_own_root_when_it_lies_else
         Session.load(paths[-1]), Session.load(new), sessions_root=elsewhere
     )  # a --sessions that does not hold the baseline
     assert out["noise_floor"]["history_sessions"] == 6
+
+
+def test_a_history_too_noisy_to_judge_is_inconclusive_not_an_error(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    from aaco.analysis.compare import noise_floor
+
+    rng = np.random.default_rng(3)
+    root = tmp_path / "sessions"
+    # past medians that jump by 1.5-3x from one session to the next: a floor above 100 %
+    levels = [2.0, 4.0, 1.5, 3.5, 1.0, 2.6]
+    assert (noise_floor(levels) or 0) >= 1.0
+    paths = [
+        derived_session(
+            regress_sessions.base, root, f"20260101_00000{i}_00000{i}", rng.normal(m, 0.01, 200),
+            created_utc=f"2026-01-01T00:00:0{i}.000Z",
+        )
+        for i, m in enumerate(levels)
+    ]  # fmt: skip
+    new = derived_session(
+        regress_sessions.base, root, "20260101_000100_ffffff", rng.normal(5.2, 0.01, 200),
+        created_utc="2026-01-01T00:01:00.000Z",
+    )  # fmt: skip
+    out = diff_sessions(Session.load(paths[-1]), Session.load(new), threshold=0.03)
+    assert out["verdict"]["verdict"] == "INCONCLUSIVE"
+    assert out["verdict"]["margin_pct"] >= 100
+    assert any("HISTORY TOO NOISY TO JUDGE" in w for w in out["verdict"]["warnings"])

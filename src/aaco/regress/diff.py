@@ -41,6 +41,9 @@ VERDICT_FILE = "regress/verdict.json"
 BASELINE_REF_FILE = "regress/baseline_ref.json"
 DEFAULT_THRESHOLD = 0.03
 HISTORY_WINDOW = 50
+#: the largest equivalence margin a comparison takes (a fraction below 1); a learned floor at
+#: or above it makes the verdict INCONCLUSIVE
+MAX_MARGIN = 1.0
 #: runs per side from which the pooled interval, not the learned floor, holds run-to-run noise
 POOLED_RUNS = 3
 TOP_MOVERS = 10
@@ -627,8 +630,11 @@ def diff_sessions(
     # run-to-run variation the floor stands for: adding it would count that noise twice
     floor_applied = floor is not None and min(len(bases), len(news)) < POOLED_RUNS
     delta = max(threshold, floor if floor_applied and floor is not None else 0.0)
+    # a floor of 100 % or more: past sessions of this configuration differ by 2x or more
+    # from one to the next, so no difference between two of them means anything
+    too_noisy = delta >= MAX_MARGIN
     try:
-        comp = compare(a, b, delta=delta, gates=gates)
+        comp = compare(a, b, delta=min(delta, MAX_MARGIN - 1e-9), gates=gates)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     baseline, session = first_a, first_b
@@ -658,6 +664,14 @@ def diff_sessions(
     latency_delta_ms = prim.session - prim.baseline
     median = comp.metrics["p50"]
     final = comp.verdict
+    if too_noisy:
+        warnings.insert(
+            0,
+            f"HISTORY TOO NOISY TO JUDGE: the learned noise floor is {delta * 100:.0f} % "
+            f"(this configuration's past sessions differ by 2x or more from one to the "
+            "next); quiet the machine or pool runs (aaco run --repeat 3)",
+        )
+        final = INCONCLUSIVE
     contention = contention_guard(baseline, session, final) if check_contention else None
     if contention is not None:
         warnings.insert(0, contention)
