@@ -287,11 +287,12 @@ def test_a_salvaged_bundle_prints_no_warning(
     assert Session.load(root / "latest").status == "failed"
 
 
-def test_a_malformed_env_is_bad_input_where_it_is_read(
-    cli: Cli, bundle: Path, tmp_path: Path
-) -> None:
-    # only the HTML report reads env.json; the others render without it
+def test_an_odd_env_section_reads_as_unknown(cli: Cli, bundle: Path, tmp_path: Path) -> None:
+    # env.json describes the machine: one odd section is unknown, not a reason to refuse the
+    # bundle nor a crash of the HTML report (the only renderer that reads it)
     _edit_json("env.json", _set("cpu", "x86"))(bundle)
     code, _, err = cli("report", "--session", str(bundle), "--format", "html", "-o",
                        str(tmp_path / "r.html"))  # fmt: skip
-    assert code == 2 and "field 'cpu' is not an object" in _error_line(err), err
+    assert code == 0, err
+    assert Session.load(bundle).env is not None
+    assert (Session.load(bundle).env or {})["cpu"] is None

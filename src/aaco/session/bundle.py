@@ -48,6 +48,8 @@ SESSION_FILE = "session.json"
 LATEST = "latest"
 # session.json fields whose type readers rely on; a bundle with another type is malformed
 _OBJECT_FIELDS = ("model", "backend", "run", "clock", "phases", "worker", "telemetry")
+#: env.json sections every reader takes for objects
+_ENV_SECTIONS = ("python", "cpu", "memory", "os", "gpus", "onnxruntime", "packages", "container")
 _TEXT_FIELDS = ("session_id", "created_utc", "finished_utc", "status", "tag", "fingerprint")
 
 STATUS_RUNNING = "running"
@@ -220,9 +222,15 @@ class Session:
 
     @property
     def env(self) -> dict[str, Any] | None:
-        return self._json_object(
-            "env.json", objects=("python", "cpu", "memory", "os", "gpus", "onnxruntime")
-        )
+        """env.json; a section that is not an object (one odd value of the machine's
+        description) reads as absent, unknown, rather than rejecting the bundle."""
+        data = self._json_object("env.json")
+        if not data:
+            return data
+        odd = [
+            k for k in _ENV_SECTIONS if data.get(k) is not None and not isinstance(data[k], dict)
+        ]
+        return {**data, **dict.fromkeys(odd)} if odd else data
 
     @property
     def summary(self) -> dict[str, Any] | None:
