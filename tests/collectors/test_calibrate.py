@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from aaco.collectors.calibrate import (
+    BUSY_SHARE,
     CacheLevel,
     ContentionProbe,
     Measurement,
@@ -421,5 +422,8 @@ def test_calibration_in_a_child_process(tmp_path: Path) -> None:
         for h in hogs:
             h.kill()
             h.wait()
-    assert exc.value.share is not None and exc.value.share > 0.3
+    # a refusal means others took more than the busy threshold (10 %) of the CPU; how much
+    # more depends on how the scheduler shares 2 CPUs between nice-19 hogs and the child
+    # (28 % seen under a loaded test suite)
+    assert exc.value.share is not None and exc.value.share > BUSY_SHARE
     assert exc.value.detail.startswith("other processes held ")
