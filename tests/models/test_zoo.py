@@ -217,7 +217,9 @@ def test_zoo_host_latency_is_mostly_preprocessing(tmp_path: Path) -> None:
 
 def test_zoo_warmup_first_measured_iteration_is_slow(tmp_path: Path) -> None:
     """warmup 0: the first runs page-fault the 128 MiB Expand buffer (32,768 minor faults
-    each on this machine) that later runs reuse, >= 3x the median (measured ~4x)."""
+    each on this machine) that later runs reuse: the first measured iteration is at least
+    the warmup-instability rule's 2.5x the median (measured ~4x quiet, 2.7x under a loaded
+    suite, where the second run can be slow too and lift the median of 8)."""
     _, bundle = _aaco_run(tmp_path, "zoo-warmup", "--iterations", "8", "--no-profile")
     lat = _measured_ns(bundle)
-    assert len(lat) == 8 and lat[0] >= 3 * statistics.median(lat), lat
+    assert len(lat) == 8 and lat[0] >= 2.5 * statistics.median(lat), lat
