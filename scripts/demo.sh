@@ -6,7 +6,9 @@ set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev
 cd "$ROOT"
 if [ $# -eq 0 ]; then set -- --model resnet50; fi
-aaco calibrate > /dev/null
+# A busy machine makes the calibration refuse (exit 1, it says why): the demo goes on, and
+# the run's roofline says it has no ceilings and why, instead of stopping here.
+aaco calibrate > /dev/null || echo "note: no calibration stored; the run goes on without it" >&2
 aaco run --backend cpu "$@"
 echo
 echo "Bundle written under ./sessions (see: aaco ls, aaco report --format json)"
