@@ -38,11 +38,13 @@ from aaco.session.bundle import Session
 from gen_kineto_trace import generate
 
 
-def thousand_node_model(path: Path, width: int = 32) -> int:
+def thousand_node_model(path: Path, width: int = 32, layers: int = 333) -> int:
+    """A chain of ``layers`` MatMul+Add+Relu blocks (1 000 nodes by default) saved at
+    ``path``; returns its node count (also used by bench_ort_profile.py)."""
     rng = np.random.default_rng(0)
     nodes, inits = [], []
     prev = "x"
-    for i in range(333):
+    for i in range(layers):
         w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
         inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(
             np.zeros(width, np.float32), f"b{i}")]  # fmt: skip

@@ -57,38 +57,19 @@ print(json.dumps({"seconds": dt, "grow_kb": peak - base, "events": len(events)})
 def record(out: Path, runs: int, layers: int = 333, width: int = 32) -> None:
     import numpy as np
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(0)
-    nodes, inits = [], []
-    prev = "x"
-    for i in range(layers):
-        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{i}"),
-                  numpy_helper.from_array(np.zeros(width, np.float32), f"b{i}")]  # fmt: skip
-        nodes += [
-            helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"layer{i}.matmul"),
-            helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"layer{i}.add"),
-            helper.make_node("Relu", [f"a{i}"], [f"h{i}"], name=f"layer{i}.relu"),
-        ]
-        prev = f"h{i}"
-    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
-    graph = helper.make_graph(
-        nodes,
-        "thousand",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_html import thousand_node_model  # the same 1 000-node chain as §12
+
+    model_path = out.with_suffix(".onnx")
+    thousand_node_model(model_path, width=width, layers=layers)
     so = ort.SessionOptions()
     so.enable_profiling = True
     so.profile_file_prefix = str(out.with_suffix(""))
     so.intra_op_num_threads = 1
     # keep the 1 000 nodes apart, as a profile of an unoptimized graph shows them
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model_path), so, providers=["CPUExecutionProvider"])
     x = np.ones((1, width), np.float32)
     for _ in range(runs):
         sess.run(None, {"x": x})
