@@ -117,6 +117,17 @@ def test_exit_codes_follow_the_verdict(
     assert proc.stdout.startswith(verdict)
 
 
+def _history(source: Path, root: Path, rng: np.random.Generator, levels: list[float]) -> list[Path]:
+    """Past sessions of one configuration whose medians are ``levels``, oldest first."""
+    return [
+        derived_session(
+            source, root, f"20260101_00000{i}_00000{i}", rng.normal(m, 0.01, 200),
+            created_utc=f"2026-01-01T00:00:0{i}.000Z",
+        )
+        for i, m in enumerate(levels)
+    ]  # fmt: skip
+
+
 def test_noise_floor_from_history_widens_the_margin(
     regress_sessions: Sessions, tmp_path: Path
 ) -> None:
@@ -124,13 +135,7 @@ def test_noise_floor_from_history_widens_the_margin(
     root = tmp_path / "sessions"
     # six past sessions whose medians wander by ~5 %: floor = 3 x sqrt2 x 1.4826 x MAD
     levels = [2.0, 2.1, 1.9, 2.05, 1.95, 2.0]
-    paths = [
-        derived_session(
-            regress_sessions.base, root, f"20260101_00000{i}_00000{i}", rng.normal(m, 0.01, 200),
-            created_utc=f"2026-01-01T00:00:0{i}.000Z",
-        )
-        for i, m in enumerate(levels)
-    ]  # fmt: skip
+    paths = _history(regress_sessions.base, root, rng, levels)
     new = derived_session(
         regress_sessions.base, root, "20260101_000100_ffffff", rng.normal(2.1, 0.01, 200),
         created_utc="2026-01-01T00:01:00.000Z",
@@ -444,13 +449,7 @@ def test_a_history_too_noisy_to_judge_is_inconclusive_not_an_error(
     # past medians that jump by 1.5-3x from one session to the next: a floor above 100 %
     levels = [2.0, 4.0, 1.5, 3.5, 1.0, 2.6]
     assert (noise_floor(levels) or 0) >= 1.0
-    paths = [
-        derived_session(
-            regress_sessions.base, root, f"20260101_00000{i}_00000{i}", rng.normal(m, 0.01, 200),
-            created_utc=f"2026-01-01T00:00:0{i}.000Z",
-        )
-        for i, m in enumerate(levels)
-    ]  # fmt: skip
+    paths = _history(regress_sessions.base, root, rng, levels)
     new = derived_session(
         regress_sessions.base, root, "20260101_000100_ffffff", rng.normal(5.2, 0.01, 200),
         created_utc="2026-01-01T00:01:00.000Z",
