@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from aaco.importers._rocprofiler_sdk import KERNEL_TRACE_COLUMNS
 from aaco.importers.rocprofv3 import read_rocprofv3_csv
 
 NAMES = (
@@ -47,30 +48,7 @@ NAMES = (
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
     "layer_norm_fwd_kernel",
 )
-HEADER = [
-    "Kind",
-    "Agent_Id",
-    "Queue_Id",
-    "Stream_Id",
-    "Thread_Id",
-    "Dispatch_Id",
-    "Kernel_Id",
-    "Kernel_Name",
-    "Correlation_Id",
-    "Start_Timestamp",
-    "End_Timestamp",
-    "LDS_Block_Size",
-    "Scratch_Size",
-    "VGPR_Count",
-    "Accum_VGPR_Count",
-    "SGPR_Count",
-    "Workgroup_Size_X",
-    "Workgroup_Size_Y",
-    "Workgroup_Size_Z",
-    "Grid_Size_X",
-    "Grid_Size_Y",
-    "Grid_Size_Z",
-]
+HEADER = list(KERNEL_TRACE_COLUMNS["current"])
 
 
 def generate(path: Path, rows: int, seed: int = 0) -> None:

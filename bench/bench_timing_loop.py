@@ -16,6 +16,7 @@ fraction of the model's run time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -28,7 +29,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from aaco.runners.ort import timing_loop
+from aaco.runners.harness import timing_loop
 
 
 def build_model(width: int, layers: int, path: Path) -> None:
@@ -107,7 +108,7 @@ def main() -> int:
             if which == 0:
                 bare_loop(sess.run, names, feeds, n)
             else:
-                timing_loop(sess.run, names, feeds, n)
+                timing_loop(functools.partial(sess.run, names, feeds), n)
             per = (time.perf_counter_ns() - t0) / n / 1e6
             (bare if which == 0 else timed).append(per)
 
@@ -122,7 +123,7 @@ def main() -> int:
         bare_loop(noop, names, feeds, n_noop)
         cost_bare = min(cost_bare, (time.perf_counter_ns() - t0) / n_noop)
         t0 = time.perf_counter_ns()
-        timing_loop(noop, names, feeds, n_noop)
+        timing_loop(functools.partial(noop, names, feeds), n_noop)
         cost_timed = min(cost_timed, (time.perf_counter_ns() - t0) / n_noop)
     added_ns = cost_timed - cost_bare
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up AACO with its dev tools in ./.venv, then lint, type-check and run the test suite.
+# Set up AACO with its dev tools in ./.venv, then lint, type-check, check the import layers
+# and run the test suite.
 # The same command runs locally and in CI (.ci/run). Extra arguments go to pytest.
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev
@@ -26,4 +27,6 @@ fi
 ruff check src tests bench scripts
 ruff format --check src tests bench scripts
 mypy
+# package layers and import cycles: the contracts in pyproject.toml ([tool.importlinter])
+lint-imports --no-cache
 python -m pytest "$@"

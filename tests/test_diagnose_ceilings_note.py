@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from aaco.analysis.ceilings import Ceilings
 from aaco.diagnose import _int8_note
+from aaco.session.calibration import Ceilings
 from aaco.session.schema import ROOFLINE
 
 

@@ -21,40 +21,63 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aaco.session.bundle import Session, atomic_write_json, read_json, write_table
+from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
+from aaco.analysis.ceilings import published_ceilings, session_ceilings
+from aaco.analysis.cost import cost_summary, executed_node_costs, node_costs, work_coverage
+from aaco.analysis.names import OpNames, op_names
+from aaco.analysis.recommend import recommend
+from aaco.analysis.roofline import (
+    kernel_roofline,
+    node_instructions,
+    node_roofline,
+    roofline_summary,
+)
+from aaco.collectors.calibrate import auto_calibrate_enabled, first_run_calibration
+from aaco.session.bundle import Session, atomic_write_json, write_table
+from aaco.session.calibration import BACKEND_OF_PROVIDER
+from aaco.session.devices import env_gpu, identify, trace_gpus
+from aaco.session.paths import (
+    BOTTLENECK_FILE,
+    DERIVED_METRICS_FILE,
+    IMPORT_META_FILE,
+    OPTIMIZED_MODEL,
+    RECOMMENDATIONS_FILE,
+    ROOFLINE_FILE,
+)
+from aaco.session.records import save_session
 from aaco.session.schema import OP_COSTS, ROOFLINE
 
-__all__ = ["BACKEND_OF_PROVIDER", "diagnose_bundle", "write_reports"]
+__all__ = [
+    "Analysis",
+    "Diagnosis",
+    "default_analyses",
+    "diagnose_bundle",
+]
 
-#: calibration backend of an execution provider (calibrations are stored per backend)
-BACKEND_OF_PROVIDER = {
-    "CPUExecutionProvider": "cpu",
-    "DnnlExecutionProvider": "cpu",
-    "OpenVINOExecutionProvider": "cpu",
-    "CUDAExecutionProvider": "cuda",
-    "TensorrtExecutionProvider": "cuda",
-    "ROCMExecutionProvider": "rocm",
-    "MIGraphXExecutionProvider": "rocm",
-}
+
+#: ``backend.provider`` values that name a device rather than an execution provider (a
+#: runner without providers, such as PyTorch, records its device there): calibration backend
+_DEVICE_BACKENDS = {"cpu": "cpu", "cuda": "cuda"}
 
 
 def _backend(meta: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(provider, calibration backend) of a bundle; torch runs map by device."""
-    run = meta.get("run") or {}
+    """(execution provider, calibration backend) of a bundle. ``backend.provider`` is an ONNX
+    Runtime execution provider, or the device a runner without providers ran on (``cpu``,
+    ``cuda:N``): then there is no provider, and the device says the backend."""
     if meta.get("kind") == "import":
         return None, None  # not this machine's: the device is the one the trace names
-    if run.get("framework") == "torch":
-        device = str(run.get("device") or "cpu")
-        return None, "cpu" if device == "cpu" else "cuda"
     provider = (meta.get("backend") or {}).get("provider")
-    return provider, BACKEND_OF_PROVIDER.get(provider or "")
+    if provider is None or provider in BACKEND_OF_PROVIDER or provider.endswith("Provider"):
+        return provider, BACKEND_OF_PROVIDER.get(provider or "")
+    return None, _DEVICE_BACKENDS.get(str(provider).split(":", 1)[0])
 
 
 def _gpu_name(env: dict[str, Any] | None) -> str | None:
@@ -83,26 +106,49 @@ class _Stages:
             return None
 
 
-def diagnose_bundle(
-    path: Path, ceilings: Any = None, auto_calibrate: bool | None = None
-) -> dict[str, Any]:
-    """Compute and write the diagnosis files of the bundle at ``path``; return them.
+@dataclass
+class Diagnosis:
+    """What the analyses of one bundle share while they run: the bundle, what each analysis
+    found (None until an analysis provides it), and the stage failures so far."""
 
-    ``ceilings``: an :class:`aaco.analysis.ceilings.Ceilings` to use instead of the stored
-    calibration / published table (tests, what-if). ``auto_calibrate``: when a CPU session
-    with an operator profile finds no calibration, measure a quick one on this machine
-    first (:func:`aaco.collectors.calibrate.first_run_calibration`); None follows
-    ``AACO_AUTO_CALIBRATE`` (on unless 0).
-    """
-    from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
-    from aaco.analysis.names import OpNames, op_names
-    from aaco.analysis.recommend import recommend
-    from aaco.analysis.roofline import kernel_roofline, node_roofline, roofline_summary
+    path: Path
+    session: Session
+    ceilings: Any = None
+    auto_calibrate: bool | None = None
+    stages: _Stages = field(default_factory=lambda: _Stages())
+    provider: str | None = None
+    backend: str | None = None
+    identity: Any = None
+    ops: pa.Table | None = None
+    costs: pa.Table | None = None
+    ceilings_note: str | None = None
+    #: the roofline rows (node and kernel level) and the node level alone
+    rows: pa.Table | None = None
+    node_rows: pa.Table | None = None
+    roofline: dict[str, Any] | None = None
+    signals: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None
+    names: OpNames | None = None
+    recommendations: list[dict[str, Any]] | None = None
 
-    session = Session.load(path)
-    meta = session.meta
-    env = session.env
-    stages = _Stages()
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis of the diagnosis: ``run`` reads the fields named in ``requires`` from
+    the :class:`Diagnosis` (set by earlier analyses), sets those in ``provides`` and writes
+    the bundle files in ``writes``. Compose them in a list (:func:`default_analyses`)."""
+
+    name: str
+    requires: tuple[str, ...]
+    provides: tuple[str, ...]
+    writes: tuple[str, ...]
+    run: Callable[[Diagnosis], None]
+
+
+def _roofline(d: Diagnosis) -> None:
+    """Cost model, ceilings, the node (and kernel) roofline and its summary."""
+    path, session, stages = d.path, d.session, d.stages
+    meta, env = session.meta, session.env
     provider, backend = _backend(meta)
     identity = None
     if backend not in (None, "cpu"):
@@ -111,6 +157,7 @@ def diagnose_bundle(
         # an imported trace: the GPU it names (rocprofv3 agent info, Kineto deviceProperties)
         identity = stages.run("trace_device", _trace_device, session)
         backend = "gpu" if identity is not None else None
+    d.provider, d.backend, d.identity = provider, backend, identity
 
     nodes = session.table("graph_nodes")
     edges = session.table("graph_edges")
@@ -119,18 +166,19 @@ def diagnose_bundle(
         costs = stages.run("op_costs", _costs, nodes, edges)
         if costs is not None:
             write_table(path / OP_COSTS.path, costs)
+    d.costs = costs
 
-    ops = session.ops()
+    ops = d.ops = session.ops()
+    ceilings = d.ceilings
     ceilings_note: str | None = None
     if ceilings is None and backend is not None:
         ceilings = stages.run("ceilings", _ceilings, env, backend, identity)
         has_work = costs is not None and costs.num_rows and ops is not None and ops.num_rows
-        if ceilings is None and backend == "cpu" and has_work and _auto(auto_calibrate):
-            from aaco.collectors.calibrate import first_run_calibration
-
+        if ceilings is None and backend == "cpu" and has_work and _auto(d.auto_calibrate):
             first = stages.run("calibration", first_run_calibration, env, backend)
             if first is not None:
                 ceilings, ceilings_note = first.ceilings, first.note
+    d.ceilings = ceilings
     gpu_time = _gpu_ns_per_iter(session, ops)
     executed = None
     if ops is not None and ops.num_rows:
@@ -167,6 +215,7 @@ def diagnose_bundle(
         ceilings_note = _import_note(identity)
     if ceilings_note is None:
         ceilings_note = _int8_note(ceilings, node_rows)
+    d.ceilings_note = ceilings_note
     summary_json = roofline_summary(rows, ceilings)
     summary_json["ceilings_note"] = ceilings_note
     summary_json["time_basis"] = _time_basis(device_time, gpu_time, node_rows, rows)
@@ -175,60 +224,132 @@ def diagnose_bundle(
         summary_json["device_identity"] = identity.to_json()
     summary_json["kernel_counters"] = kernel_details
     if costs is not None:
-        from aaco.analysis.cost import cost_summary
-
         summary_json["model_cost"] = stages.run("cost_summary", cost_summary, costs)
     if ops is not None and ops.num_rows:
-        from aaco.analysis.cost import work_coverage
-
         summary_json["work_coverage"] = stages.run("work_coverage", work_coverage, ops, node_rows)
-    atomic_write_json(path / "metrics" / "roofline.json", summary_json)
+    atomic_write_json(path / ROOFLINE_FILE, summary_json)
+    d.rows, d.node_rows, d.roofline = rows, node_rows, summary_json
 
-    derived = session.json_file("metrics/derived_metrics.json")
+
+def _verdict_rows(d: Diagnosis) -> pa.Table:
+    assert d.rows is not None and d.node_rows is not None
+    return d.node_rows if d.node_rows.num_rows else d.rows
+
+
+def _bottleneck(d: Diagnosis) -> None:
+    """The evidence (signals), the bottleneck verdict and the per-operator classes."""
+    session, env = d.session, d.session.env
     signals = gather_signals(
         summary=session.summary,
         iters=session.iters(),
-        ops=ops,
-        roofline=summary_json,
-        derived=derived,
-        rows=node_rows if node_rows.num_rows else rows,
+        ops=d.ops,
+        roofline=d.roofline,
+        derived=session.json_file(DERIVED_METRICS_FILE),
+        rows=_verdict_rows(d),
         cpu_count=_cpu_count(env),
-        cache_bytes=_cache_bytes(ceilings),
-        kernels=kernels,
-        compute_units=_compute_units(env, ceilings),
+        cache_bytes=_cache_bytes(d.ceilings),
+        kernels=session.table("kernels"),
+        compute_units=_compute_units(env, d.ceilings),
     )
     verdict = classify(signals)
     verdict["signals"] = {k: s.to_json() for k, s in signals.items()}
-    names = stages.run("op_names", op_names, ops, costs) or OpNames()
-    verdict["per_op"] = classify_ops(node_rows if node_rows.num_rows else rows, names=names)
-    ort_cfg = session.ort_config or {}
+    d.names = d.stages.run("op_names", op_names, d.ops, d.costs) or OpNames()
+    verdict["per_op"] = classify_ops(_verdict_rows(d), names=d.names)
+    d.signals, d.verdict = signals, verdict
+
+
+def _recommendations(d: Diagnosis) -> None:
+    """Ranked actions with estimated gains, from the verdict and its evidence."""
+    ort_cfg = d.session.ort_config or {}
     level = (ort_cfg.get("session_options") or {}).get("graph_optimization_level")
-    recs = stages.run(
+    d.recommendations = d.stages.run(
         "recommendations",
         recommend,
-        signals=signals,
-        verdict=verdict,
-        rows=node_rows if node_rows.num_rows else rows,
-        ops=ops,
-        summary=session.summary,
-        provider=provider,
+        signals=d.signals,
+        verdict=d.verdict,
+        rows=_verdict_rows(d),
+        ops=d.ops,
+        summary=d.session.summary,
+        provider=d.provider,
         graph_optimization_level=level,
-        names=names,
+        names=d.names,
     )
-    verdict["failures"] = stages.failures
-    atomic_write_json(path / "metrics" / "bottleneck.json", verdict)
-    atomic_write_json(path / "metrics" / "recommendations.json", recs or [])
-    if stages.failures:
+
+
+ROOFLINE_ANALYSIS = Analysis(
+    "roofline",
+    requires=(),
+    provides=("costs", "ceilings", "rows", "node_rows", "roofline"),
+    writes=(OP_COSTS.path, ROOFLINE.path, ROOFLINE_FILE),
+    run=_roofline,
+)
+BOTTLENECK_ANALYSIS = Analysis(
+    "bottleneck",
+    requires=("rows", "node_rows", "roofline"),
+    provides=("signals", "verdict", "names"),
+    writes=(BOTTLENECK_FILE,),
+    run=_bottleneck,
+)
+RECOMMENDATIONS_ANALYSIS = Analysis(
+    "recommendations",
+    requires=("signals", "verdict", "rows", "node_rows"),
+    provides=("recommendations",),
+    writes=(RECOMMENDATIONS_FILE,),
+    run=_recommendations,
+)
+
+
+def default_analyses() -> list[Analysis]:
+    """The analyses ``aaco run``, ``aaco import`` and ``aaco analyze`` run, in order; a new
+    list (edit it, pass it to :func:`diagnose_bundle`)."""
+    return [ROOFLINE_ANALYSIS, BOTTLENECK_ANALYSIS, RECOMMENDATIONS_ANALYSIS]
+
+
+def diagnose_bundle(
+    path: Path,
+    ceilings: Any = None,
+    auto_calibrate: bool | None = None,
+    analyses: Sequence[Analysis] | None = None,
+) -> dict[str, Any]:
+    """Run ``analyses`` (default: :func:`default_analyses`) over the bundle at ``path`` and
+    write what they found; return the roofline summary, verdict and recommendations.
+
+    ``ceilings``: an :class:`aaco.analysis.ceilings.Ceilings` to use instead of the stored
+    calibration / published table (tests, what-if). ``auto_calibrate``: when a CPU session
+    with an operator profile finds no calibration, measure a quick one on this machine
+    first (:func:`aaco.collectors.calibrate.first_run_calibration`); None follows
+    ``AACO_AUTO_CALIBRATE`` (on unless 0). An analysis whose inputs no earlier one provided
+    is skipped and recorded as a failure.
+    """
+    d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate)
+    for analysis in default_analyses() if analyses is None else analyses:
+        missing = [name for name in analysis.requires if getattr(d, name) is None]
+        if missing:
+            d.stages.failures.append(
+                {"stage": analysis.name, "error": f"needs {', '.join(missing)}: not provided"}
+            )
+            continue
+        analysis.run(d)
+    # bottleneck.json carries every stage's failures, so it is written after the last one
+    if d.verdict is not None:
+        d.verdict["failures"] = d.stages.failures
+        atomic_write_json(path / BOTTLENECK_FILE, d.verdict)
+    if d.signals is not None:
+        atomic_write_json(path / RECOMMENDATIONS_FILE, d.recommendations or [])
+    if d.stages.failures:
+        meta = d.session.meta
         meta.setdefault("failures", [])
         known = {(f.get("stage"), f.get("error")) for f in meta["failures"]}
-        meta["failures"] += [f for f in stages.failures if (f["stage"], f["error"]) not in known]
-        atomic_write_json(path / "session.json", meta)
-    return {"roofline": summary_json, "bottleneck": verdict, "recommendations": recs or []}
+        meta["failures"] += [f for f in d.stages.failures if (f["stage"], f["error"]) not in known]
+        save_session(path, meta)
+    return {
+        "roofline": d.roofline,
+        "bottleneck": d.verdict,
+        "recommendations": d.recommendations or [],
+    }
 
 
 def _auto(flag: bool | None) -> bool:
-    from aaco.collectors.calibrate import auto_calibrate_enabled
-
     return auto_calibrate_enabled() if flag is None else flag
 
 
@@ -264,8 +385,6 @@ def _gpu_ns_per_iter(session: Session, ops: pa.Table | None) -> dict[str, float]
 
 def _compute_units(env: dict[str, Any] | None, ceilings: Any) -> int | None:
     """CUs / SMs of the session's GPU, from the published device table."""
-    from aaco.analysis.ceilings import published_ceilings
-
     units = (getattr(ceilings, "details", None) or {}).get("compute_units")
     if units is None and _gpu_name(env):
         pub = published_ceilings(_gpu_name(env) or "")
@@ -274,8 +393,6 @@ def _compute_units(env: dict[str, Any] | None, ceilings: Any) -> int | None:
 
 
 def _costs(nodes: pa.Table, edges: pa.Table | None) -> pa.Table:
-    from aaco.analysis.cost import node_costs
-
     return node_costs(nodes, edges, graph="original")
 
 
@@ -303,9 +420,8 @@ def _executed_costs(
     path: Path, ops: pa.Table, nodes: pa.Table | None, edges: pa.Table | None
 ) -> pa.Table:
     """Costs of the nodes ORT executed, with its optimized model's subgraphs when saved."""
-    from aaco.analysis.cost import executed_node_costs
+    # aaco.analysis.graph imports onnx (~0.2 s): only when the bundle has a model to read
     from aaco.analysis.graph import load_model_proto
-    from aaco.runners.spec import OPTIMIZED_MODEL
 
     optimized = path / OPTIMIZED_MODEL
     model = load_model_proto(optimized) if optimized.is_file() else None
@@ -313,16 +429,12 @@ def _executed_costs(
 
 
 def _ceilings(env: dict[str, Any] | None, backend: str, identity: Any = None) -> Any:
-    from aaco.analysis.ceilings import session_ceilings
-
     return session_ceilings(env, backend, _gpu_name(env), identity)
 
 
 def _run_device(meta: dict[str, Any], env: dict[str, Any] | None) -> Any:
     """The GPU a run used: the env's (vendor tools), else the one torch named (a container
     without nvidia-smi / amd-smi on PATH), else None."""
-    from aaco.analysis.devices import env_gpu, identify
-
     found = env_gpu(env)
     if found is not None:
         return found
@@ -340,9 +452,7 @@ def _run_device(meta: dict[str, Any], env: dict[str, Any] | None) -> Any:
 
 def _trace_device(session: Session) -> Any:
     """The GPU an imported trace names (the one most kernel time ran on), else None."""
-    from aaco.analysis.devices import trace_gpus
-
-    record = session.json_file("profiler/import.json") or {}
+    record = session.json_file(IMPORT_META_FILE) or {}
     sources = [m for m in record.get("sources") or [] if isinstance(m, dict)]
     gpus = trace_gpus(sources)
     if not gpus:
@@ -358,8 +468,6 @@ def _trace_device(session: Session) -> Any:
 
 
 def _instructions(session: Session) -> dict[str, str]:
-    from aaco.analysis.roofline import node_instructions
-
     return node_instructions(session.table("op_kernel_map"))
 
 
@@ -416,29 +524,3 @@ def _time_note(basis: str, rows: pa.Table) -> str | None:
             "the attributed GPU time"
         )
     return None
-
-
-def write_reports(bundle: Path) -> None:
-    """Refresh the bundle's rendered reports (report/): JSON, plain-text terminal, HTML."""
-    from aaco.report.base import Renderer
-    from aaco.report.html import HtmlRenderer
-    from aaco.report.json import JsonRenderer
-    from aaco.report.terminal import TerminalRenderer
-    from aaco.session.bundle import atomic_write_bytes
-
-    session = Session.load(bundle)
-    renderers: tuple[Renderer, ...] = (
-        JsonRenderer(),
-        TerminalRenderer(color=False),
-        HtmlRenderer(),
-    )
-    for renderer in renderers:
-        target = bundle / "report" / f"report{renderer.output_file_extension}"
-        try:
-            atomic_write_bytes(target, renderer.render(session).encode())
-        except Exception as exc:  # a report is a convenience copy; the data is already safe
-            meta = read_json(bundle / "session.json")
-            meta.setdefault("failures", []).append(
-                {"stage": f"report_{renderer.name}", "error": str(exc)[:400]}
-            )
-            atomic_write_json(bundle / "session.json", meta)

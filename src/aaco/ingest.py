@@ -1,6 +1,7 @@
 """Bring kernel traces into a session bundle: import, classify, attribute, measure, write.
 
-Used by ``aaco import`` (traces captured elsewhere, into a new or an existing bundle) and by
+The import stage of the pipeline (:mod:`aaco.pipeline`): ``aaco import`` (traces captured
+elsewhere, into a new or an existing bundle, :func:`aaco.pipeline.import_traces`) and
 ``aaco run`` when it captures a trace itself (``--framework torch``, ``--profile kernels``).
 
 The steps are the pipeline of this issue, each a pure analyzer over tables:
@@ -10,13 +11,12 @@ The steps are the pipeline of this issue, each a pure analyzer over tables:
 
 Example::
 
-    session = import_new([Path("trace.json.gz")], Path("sessions"))
-    session.table("kernels").num_rows
+    record = ingest_traces(bundle_dir, [Path("trace.json.gz")])
+    record["rows"]["kernels"]
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,39 +24,35 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from aaco import __version__
-from aaco.diagnose import write_reports
-from aaco.errors import InputError, UsageError
+from aaco.analysis.attribution import attribute_kernels, attribution_summary, kernel_groups
+from aaco.analysis.kernels import classify_table
+from aaco.analysis.timeline import derived_metrics
+from aaco.importers._lenient import OddValues, summary_line
 from aaco.importers.base import TABLE_FIELDS, TraceTables
+from aaco.importers.ort_profile import SOURCE as ORT_PROFILE_SOURCE
+from aaco.importers.registry import import_paths
 from aaco.session.bundle import (
-    FORMAT_VERSION,
-    SESSION_FILE,
-    STATUS_COMPLETED,
-    STATUS_FAILED,
-    BundleWriter,
-    Session,
     atomic_write_json,
-    read_json,
     utc_now_iso,
     write_table,
+)
+from aaco.session.paths import (
+    ATTRIBUTION_SUMMARY_FILE,
+    DERIVED_METRICS_FILE,
+    IMPORT_META_FILE,
 )
 from aaco.session.schema import KERNEL_GROUPS, OP_KERNEL_MAP, TABLES
 
 __all__ = [
-    "DERIVED_METRICS_FILE",
     "TRACE_TABLES",
     "AnalyzedTrace",
     "analyze_trace",
-    "import_into",
-    "import_new",
     "ingest_profile_kernels",
     "ingest_traces",
 ]
 
-DERIVED_METRICS_FILE = "metrics/derived_metrics.json"
-ATTRIBUTION_SUMMARY_FILE = "attribution/summary.json"
-IMPORT_META_FILE = "profiler/import.json"
 #: tables an import writes (an existing bundle's ``ops`` is extended, the rest replaced)
 TRACE_TABLES = ("kernels", "api_calls", "memcpy", "annotations", "kernel_counters")
 
@@ -79,10 +75,6 @@ def analyze_trace(
     microkernel_threshold_ns: int = 10_000,
 ) -> AnalyzedTrace:
     """Classify kernels, attribute them to operators and compute the derived metrics."""
-    from aaco.analysis.attribution import attribute_kernels, attribution_summary, kernel_groups
-    from aaco.analysis.kernels import classify_table
-    from aaco.analysis.timeline import derived_metrics
-
     tables.kernels = classify_table(tables.kernels)
     op_map = attribute_kernels(tables.kernels, tables.ops, tables.api_calls, tables.annotations)
     groups = kernel_groups(op_map, tables.ops, tables.api_calls, kernels=tables.kernels)
@@ -112,6 +104,7 @@ def _float_timestamps(meta: dict[str, Any]) -> bool:
 
 
 def _file_facts(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    # aaco.analysis.graph imports onnx (~0.2 s), which an import of traces does not need
     from aaco.analysis.graph import file_sha256
 
     out = []
@@ -143,8 +136,6 @@ def _write_analyzed(bundle: Path, analyzed: AnalyzedTrace, existing_ops: pa.Tabl
 def _import_record(
     paths: Sequence[Path], analyzed: AnalyzedTrace, seconds: float
 ) -> dict[str, Any]:
-    from aaco.importers._lenient import OddValues, summary_line
-
     t = analyzed.tables
     sources = t.meta.get("sources", [])
     odd = OddValues()
@@ -184,8 +175,6 @@ def ingest_traces(
     before anything is written.
     """
     t0 = time.perf_counter()
-    from aaco.importers.registry import import_paths
-
     tables = import_paths(paths)
     existing = _existing_ops(bundle_dir)
     if existing is not None and keep_ops_rows is not None:
@@ -204,9 +193,9 @@ def ingest_profile_kernels(
     events of CUDA/ROCm EP builds) into the bundle ``aaco run`` is writing, attributed to
     the profile's nodes (``ops``, already written): the GPU time the roofline uses instead
     of the nodes' host-side launch times. Returns the attribution summary."""
-    from aaco.importers.ort_profile import SOURCE
-
-    tables = TraceTables(kernels=kernels, memcpy=memcpy, ops=ops, meta={"importer": SOURCE})
+    tables = TraceTables(
+        kernels=kernels, memcpy=memcpy, ops=ops, meta={"importer": ORT_PROFILE_SOURCE}
+    )
     analyzed = analyze_trace(tables)
     for name in ("kernels", "memcpy"):
         table = getattr(analyzed.tables, name)
@@ -222,109 +211,4 @@ def _existing_ops(bundle_dir: Path) -> pa.Table | None:
     f = bundle_dir / TABLES["ops"].path
     if not f.is_file():
         return None
-    import pyarrow.parquet as pq
-
     return TABLES["ops"].conform(pq.read_table(f))
-
-
-def _graph_node_count(session: Session) -> int | None:
-    meta = session.model_meta or {}
-    count = meta.get("node_count")
-    return int(count) if isinstance(count, int) else None
-
-
-def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
-    """Add traces to an existing bundle; refuses to mix two imports unless ``replace``."""
-    session = Session.load(session_dir)
-    if session.meta.get("imports") and not replace:
-        raise UsageError(
-            f"{session.path}: already holds an imported trace; pass --replace to replace it"
-        )
-    meta = dict(session.meta)
-    if "native_ops_rows" not in meta:
-        ops = session.ops()
-        meta["native_ops_rows"] = 0 if ops is None else ops.num_rows
-    record = ingest_traces(
-        session.path,
-        paths,
-        graph_node_count=_graph_node_count(session),
-        keep_ops_rows=int(meta["native_ops_rows"]),
-    )
-    if replace:
-        meta["imports"] = []
-    meta.setdefault("imports", []).append(
-        {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
-    )
-    atomic_write_json(session.path / SESSION_FILE, meta)
-    _diagnose(session.path)
-    write_reports(session.path)
-    return Session.load(session.path)
-
-
-def import_new(
-    paths: Sequence[Path], output: Path, *, tag: str | None = None, argv: list[str] | None = None
-) -> Session:
-    """Create a new bundle under the sessions root ``output`` holding only the traces."""
-    if not paths:
-        raise UsageError("give at least one trace file or directory to import")
-    for p in paths:
-        if not Path(p).exists():
-            raise InputError(f"{p}: no such file or directory")
-    writer = BundleWriter(output)
-    meta: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "aaco_version": __version__,
-        "session_id": writer.session_id,
-        "kind": "import",
-        "created_utc": utc_now_iso(),
-        "finished_utc": None,
-        "status": STATUS_FAILED,
-        "error": None,
-        "tag": tag,
-        "command_line": list(argv if argv is not None else sys.argv),
-        "model": {"name": None, "path": None, "source": "import"},
-        "backend": {"name": None, "provider": None},
-        "run": {"framework": None, "profile": "imported"},
-        "failures": [],
-    }
-    try:
-        record = ingest_traces(writer.path, paths)
-    except BaseException:
-        writer.discard()
-        raise
-    meta["status"] = STATUS_COMPLETED
-    meta["finished_utc"] = utc_now_iso()
-    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
-    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
-    meta["run"]["framework"] = _framework(record)
-    names = [Path(p).name for p in paths]
-    meta["model"] = {
-        "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
-        "path": str(Path(paths[0]).resolve()),
-        "source": "import",
-    }
-    meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
-    writer.write_json(SESSION_FILE, meta)
-    _diagnose(writer.path)
-    final = writer.publish()
-    write_reports(final)
-    return Session.load(final)
-
-
-def _framework(record: dict[str, Any]) -> str | None:
-    tools = {str(s.get("tool")) for s in record.get("sources", []) if s.get("tool")}
-    return ", ".join(sorted(tools)) or None
-
-
-def _diagnose(bundle: Path) -> None:
-    """Roofline, verdict and recommendations of the bundle; a failure is recorded."""
-    from aaco.diagnose import diagnose_bundle
-
-    try:
-        diagnose_bundle(bundle)
-    except Exception as exc:
-        meta = read_json(bundle / SESSION_FILE)
-        meta.setdefault("failures", []).append(
-            {"stage": "diagnose", "error": f"{type(exc).__name__}: {exc}"[:400]}
-        )
-        atomic_write_json(bundle / SESSION_FILE, meta)

@@ -7,22 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from aaco.analysis.ceilings import (
+from aaco.analysis.ceilings import published_ceilings, session_ceilings
+from aaco.session.calibration import (
     Ceilings,
     MemoryLevel,
-    hardware_fingerprint,
     list_calibrations,
     load_calibration,
-    load_device_table,
     normalize_dtype,
-    published_ceilings,
     quality_label,
     quality_rank,
     replaces,
     reusable,
     save_calibration,
-    session_ceilings,
 )
+from aaco.session.devices import load_device_table
+from aaco.session.fingerprint import hardware_fingerprint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

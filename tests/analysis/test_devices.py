@@ -9,16 +9,12 @@ from typing import Any
 
 import pytest
 
-from aaco.analysis.ceilings import (
-    GPU_BACKEND,
-    Ceilings,
-    hardware_fingerprint,
-    save_calibration,
-    session_ceilings,
-)
-from aaco.analysis.devices import env_gpu, identify, trace_gpus
+from aaco.analysis.ceilings import session_ceilings
 from aaco.collectors.calibrate import _gpu, _Settings, gpu_identity
 from aaco.errors import UsageError
+from aaco.session.calibration import GPU_BACKEND, Ceilings, save_calibration
+from aaco.session.devices import env_gpu, identify, trace_gpus
+from aaco.session.fingerprint import hardware_fingerprint
 
 CPU = {"model": "Test CPU", "architecture": "x86_64", "physical_cores": 2, "logical_cores": 2}
 

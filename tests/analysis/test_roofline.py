@@ -328,7 +328,7 @@ def test_a_row_above_its_roof_is_flagged_past_the_tolerance() -> None:
 
 
 def _levels_ceilings() -> Any:
-    from aaco.analysis.ceilings import Ceilings, MemoryLevel
+    from aaco.session.calibration import Ceilings, MemoryLevel
 
     # L1 holds 220 B, L2 1000 B: b (200 B per call) fits L1, A (250 B) fits L2
     return Ceilings(device="cpu", source="calibrated", flops_per_s={"float32": 2e12},

@@ -376,7 +376,7 @@ def _start_long_run(root: Path) -> tuple[subprocess.Popen[str], psutil.Process]:
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 30
     while time.time() < deadline:
-        kids = [c for c in parent.children() if "aaco.runners.ort" in " ".join(c.cmdline())]
+        kids = [c for c in parent.children() if "aaco.runners.harness" in " ".join(c.cmdline())]
         progress = list(root.rglob("worker_progress.jsonl")) if root.exists() else []
         if kids and progress and '"measure"' in progress[0].read_text():
             return proc, kids[0]

@@ -102,8 +102,10 @@ def test_torch_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], exp
 
 
 def test_torch_missing_is_one_line(tmp_path: Path) -> None:
+    # torch is installed here: the runner's one check of it is made to say it is not
     code = (
-        "import sys; sys.modules['torch'] = None; from aaco.cli import main; "
+        "import aaco.runners.torch as t; t.torch_installed = lambda: False; "
+        "from aaco.cli import main; "
         f"main(['run', '--framework', 'torch', '--model', 'm:f', '-o', {str(tmp_path)!r}])"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -116,19 +118,7 @@ def test_profile_kernels_errors(tmp_path: Path) -> None:
     proc = aaco("run", "--model", "mlp", "--profile", "kernels", "-o", str(tmp_path), module=True)
     line = one_line_error(proc, 2)
     assert "CPUExecutionProvider runs no GPU kernels" in line
-    proc = aaco(
-        "run",
-        "--model",
-        "mlp",
-        "--profile",
-        "kernels",
-        "-o",
-        str(tmp_path),
-        env={"AACO_FORCE_ROCPROF": "1", "PATH": str(tmp_path)},
-    )
-    assert one_line_error(proc, 2) == (
-        "aaco: error: --profile kernels needs rocprofv3 on PATH (ROCm's rocprofiler-sdk); not found"
-    )
+    # (rocprofv3 missing on a ROCm backend: tests/runners/test_rocprof_capture.py)
     proc = aaco("run", "--model", "mlp", "--profile", "kernels", "--no-profile")
     assert one_line_error(proc, 2) == (
         "aaco: error: --profile kernels and --no-profile contradict each other"

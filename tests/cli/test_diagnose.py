@@ -78,7 +78,8 @@ def test_session_without_profile_is_unknown(tmp_path: Path) -> None:
 
 
 def test_analyze_uses_a_new_calibration(tmp_path: Path) -> None:
-    from aaco.analysis.ceilings import Ceilings, MemoryLevel, hardware_fingerprint
+    from aaco.session.calibration import Ceilings, MemoryLevel
+    from aaco.session.fingerprint import hardware_fingerprint
 
     env = {"AACO_CALIBRATION_DIR": str(tmp_path / "cal")}
     sessions = tmp_path / "s"

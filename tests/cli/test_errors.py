@@ -254,7 +254,7 @@ def test_a_bundle_that_cannot_be_salvaged_is_named_and_kept(
 ) -> None:
     model = make_matmul_chain(tmp_path / "m.onnx", batch=1)
     root = tmp_path / "sessions"
-    monkeypatch.setattr("aaco.run._run_into", _raise(RuntimeError("planted bug")))
+    monkeypatch.setattr("aaco.pipeline._run_into", _raise(RuntimeError("planted bug")))
     monkeypatch.setattr(
         BundleWriter, "publish", _raise(OSError(errno.ENOSPC, "No space left on device"))
     )
@@ -279,7 +279,7 @@ def test_a_salvaged_bundle_prints_no_warning(
 ) -> None:
     model = make_matmul_chain(tmp_path / "m.onnx", batch=1)
     root = tmp_path / "sessions"
-    monkeypatch.setattr("aaco.run._run_into", _raise(RuntimeError("planted bug")))
+    monkeypatch.setattr("aaco.pipeline._run_into", _raise(RuntimeError("planted bug")))
     code, _, err = cli("run", "--model", str(model), "-o", str(root), "--no-calibrate")
     assert code == 4 and "warning" not in err
     _error_line(err)

@@ -723,3 +723,42 @@ def test_regression_ort_time_beyond_a_double_in_ns(tmp_path: Path) -> None:
     p.write_text(text.replace('"dur" :30,', '"dur" :1e306,', 1))
     t = OrtTraceImporter().read(p)
     assert t.meta["dropped_rows"] == {"Node event: ts/dur missing, negative or not a number": 1}
+
+
+def test_regression_rocprofv3_json_time_beyond_int64(tmp_path: Path) -> None:
+    """Found by a mutation campaign: a timestamp beyond int64 (msgspec decodes any int)
+    reached pa.array and raised OverflowError; that dispatch is left out and counted."""
+    from aaco.importers.rocprofv3_json import read_rocprofv3_json
+
+    src = OTHER / "rocprof" / "json" / "5150_results.json"
+    doc = json.loads(src.read_text())
+    dispatch = doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"][0]
+    dispatch["end_timestamp"] = 1 << 70
+    p = tmp_path / "far_results.json"
+    p.write_text(json.dumps(doc))
+    t = read_rocprofv3_json(p)
+    assert t.kernels.num_rows == read_rocprofv3_json(src).kernels.num_rows - 1
+    assert t.meta["dropped_rows"] == {"kernel_dispatch: start/end beyond int64": 1}
+
+
+def test_regression_rocpd_rows_without_a_name(tmp_path: Path) -> None:
+    """Found by a mutation campaign: a NULL region name crashed api_kind (AttributeError) and
+    a NULL kernel name crashed ``aaco import``'s kernel classification. The tables require a
+    name, so such a kernel, region or counter row is left out and counted."""
+    from tests.importers.test_rocpd import DATA, make_db
+
+    from aaco.importers.rocpd import read_rocpd
+
+    data = DATA.replace("'hipLaunchKernel'", "NULL").replace("'relu_kernel'", "NULL")
+    db = make_db(tmp_path / "900_results.db", data.replace("'SQ_WAVES', 16", "NULL, 16"))
+    t = read_rocpd(db)
+    assert t.kernels.column("name").to_pylist() == ["gemm_kernel"]
+    assert t.api_calls.num_rows == 0 and t.annotations.column("name").to_pylist() == ["step 0"]
+    assert t.kernel_counters.num_rows == 0  # one counter nameless, the other's kernel nameless
+    assert t.meta["dropped_rows"] == {
+        "kernel_pmc_events: name missing": 1,
+        "kernel_pmc_events: pmc_name missing": 1,
+        "kernels: name missing": 1,
+        "regions: name missing": 1,
+    }
+    analyze_trace(import_paths([db]))  # what `aaco import` does next

@@ -6,8 +6,8 @@ import copy
 
 from tests.sessions_fixtures import Sessions
 
-from aaco.regress.diff import diff_sessions, verdict_line
-from aaco.report.regress import render_diff_markdown, render_diff_terminal
+from aaco.regress.diff import diff_sessions
+from aaco.report.regress import render_diff_markdown, render_diff_terminal, verdict_line
 from aaco.session.bundle import Session
 
 

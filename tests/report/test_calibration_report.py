@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aaco.analysis.ceilings import Ceilings, published_ceilings
+from aaco.analysis.ceilings import published_ceilings
 from aaco.report.calibration import busy_note, render_calibration, render_calibrations
+from aaco.session.calibration import Ceilings
 
 
 def _cal(others: float | None) -> Ceilings:

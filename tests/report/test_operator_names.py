@@ -14,13 +14,14 @@ import pyarrow.compute as pc
 import pytest
 from tests.cli.test_cli import aaco
 
-from aaco.analysis.ceilings import Ceilings
-from aaco.diagnose import diagnose_bundle, write_reports
+from aaco.diagnose import diagnose_bundle
 from aaco.regress.diff import gather_evidence
 from aaco.report.html import HtmlRenderer
 from aaco.report.perfetto import export_perfetto
+from aaco.report.publish import write_reports
 from aaco.report.terminal import TerminalRenderer
 from aaco.session.bundle import Session
+from aaco.session.calibration import Ceilings
 
 KINETO_CPU = Path(__file__).resolve().parents[1] / "importers" / "fixtures" / "kineto"
 

@@ -42,7 +42,7 @@ import numpy as np
 from aaco.runners.launch import launch_worker
 block = np.ones(int(sys.argv[2]) * 2**20 // 8)
 del block
-out = launch_worker(Path(sys.argv[1]), "rss_probe_worker", timeout_s=120, telemetry_hz=None)
+out = launch_worker(Path(sys.argv[1]), "rss_probe_worker", timeout_s=120)
 print(json.dumps({"status": out.status, **(out.usage or {})}))
 """
 

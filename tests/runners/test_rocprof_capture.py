@@ -4,7 +4,8 @@ There is no ROCm here, so the tests put a fake ``rocprofv3`` on PATH: a small sc
 parses the command line AACO builds (exiting 3 on anything it does not expect), runs the
 wrapped worker, and writes CSVs in rocprofv3's current-generation columns under
 ``<-d>/<expanded -o>_<domain>.csv``, the layout the real tool produces. The CPU backend is
-let through with the test-only switch ``AACO_FORCE_ROCPROF=1``.
+let through by registering, for the test, a rocprofv3 tracer that accepts any provider (the
+plug-in seam; production code has no test switch).
 """
 
 from __future__ import annotations
@@ -13,20 +14,38 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from aaco.errors import UsageError
+from aaco.importers._rocprofiler_sdk import KERNEL_TRACE_COLUMNS
 from aaco.importers.registry import detect
 from aaco.importers.rocprofv3 import Rocprofv3DirImporter
 from aaco.run import RunOptions, run_model
-from aaco.runners.rocprof import (
-    FORCE_ENV,
-    OUTPUT_DIR,
-    check_kernel_capture,
-    rocprofv3_command,
-)
+from aaco.runners.harness import CAPTURE_FLAG, WORKER_MODULE
+from aaco.tracers.base import TRACERS
+from aaco.tracers.rocprofv3 import OUTPUT_DIR, Rocprofv3Tracer
+
+
+class AnyProviderRocprofv3(Rocprofv3Tracer):
+    """rocprofv3 as AACO drives it, let through on the CPU execution provider."""
+
+    providers = None
+
+
+def check_kernel_capture(provider: str) -> str | None:
+    tracer = Rocprofv3Tracer()
+    tracer.prepare(provider)
+    return tracer.executable
+
+
+def rocprofv3_command(exe: str, output_dir: Path) -> list[str]:
+    tracer = Rocprofv3Tracer()
+    tracer.executable = exe
+    return tracer.command(output_dir)
+
 
 # Known by construction: what the fake reports as the GPU work of the capture.
 KERNELS = [
@@ -93,10 +112,7 @@ def write(domain, header, rows):
 
 write(
     "kernel_trace",
-    ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id",
-     "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size",
-     "Scratch_Size", "VGPR_Count", "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X",
-     "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"],
+    json.loads(@HEADER@),
     [["KERNEL_DISPATCH", "Agent 2", 1, 0, proc.pid, i + 1, 40 + i, name, corr, start, end,
       0, 0, 32, 0, 16, wg, 1, 1, grid, 1, 1]
      for i, (name, corr, start, end, wg, grid) in enumerate(kernels)],
@@ -128,14 +144,21 @@ def fake_rocprofv3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     exe = bin_dir / "rocprofv3"
     exe.write_text(
-        FAKE.replace("@PYTHON@", sys.executable).replace("@KERNELS@", repr(json.dumps(KERNELS)))
+        FAKE.replace("@PYTHON@", sys.executable)
+        .replace("@KERNELS@", repr(json.dumps(KERNELS)))
+        .replace("@HEADER@", repr(json.dumps(KERNEL_TRACE_COLUMNS["current"])))
     )
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     log = tmp_path / "fake_rocprof.json"
     monkeypatch.setenv("FAKE_ROCPROF_LOG", str(log))
-    monkeypatch.setenv(FORCE_ENV, "1")
     return log
+
+
+@pytest.fixture
+def any_provider() -> Iterator[None]:
+    with TRACERS.registered("rocprofv3", AnyProviderRocprofv3):
+        yield
 
 
 def _opts(tmp_path: Path) -> RunOptions:
@@ -166,8 +189,7 @@ def test_command_line() -> None:
     ]
 
 
-def test_backends_without_rocprof_kernels_are_explained(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(FORCE_ENV, raising=False)
+def test_backends_without_rocprof_kernels_are_explained() -> None:
     with pytest.raises(UsageError, match="CPUExecutionProvider runs no GPU kernels"):
         check_kernel_capture("CPUExecutionProvider")
     with pytest.raises(UsageError, match="--enable_cuda_profiling; use --framework torch"):
@@ -184,13 +206,15 @@ def test_missing_rocprofv3_is_a_usage_error_before_anything_runs(
         assert str(info.value) == (
             "--profile kernels needs rocprofv3 on PATH (ROCm's rocprofiler-sdk); not found"
         )
-    monkeypatch.setenv(FORCE_ENV, "1")
-    with pytest.raises(UsageError, match="needs rocprofv3 on PATH"):
+    with (
+        TRACERS.registered("rocprofv3", AnyProviderRocprofv3),
+        pytest.raises(UsageError, match="needs rocprofv3 on PATH"),
+    ):
         run_model(_opts(tmp_path))
     assert not list((tmp_path / "sessions").rglob("session.json"))
 
 
-def test_capture_end_to_end(tmp_path: Path, fake_rocprofv3: Path) -> None:
+def test_capture_end_to_end(tmp_path: Path, fake_rocprofv3: Path, any_provider: None) -> None:
     s = run_model(_opts(tmp_path))
     assert s.status == "completed", s.error
     cap = s.meta["kernel_capture"]
@@ -218,8 +242,9 @@ def test_capture_end_to_end(tmp_path: Path, fake_rocprofv3: Path) -> None:
         "--",
         sys.executable,
         "-m",
-        "aaco.runners.rocprof",
+        WORKER_MODULE,
         str(staging),
+        CAPTURE_FLAG,
     ]
     assert seen["app_rc"] == 0
     out_dir = s.path / "profiler" / "rocprofv3"
@@ -258,7 +283,7 @@ def test_capture_end_to_end(tmp_path: Path, fake_rocprofv3: Path) -> None:
 
 
 def test_failed_capture_keeps_the_run(
-    tmp_path: Path, fake_rocprofv3: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_rocprofv3: Path, any_provider: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_ROCPROF_WRITE_NOTHING", "1")
     s = run_model(_opts(tmp_path))

@@ -13,9 +13,10 @@ import pytest
 
 from aaco.errors import InputError, UsageError
 from aaco.importers.kineto import KinetoImporter
-from aaco.run import RunOptions, resolve_torch_model, run_model
+from aaco.pipeline import RunOptions, run_model
 from aaco.runners.spec import TORCH_TRACE, TorchRunSpec
-from aaco.runners.torch import _check_compile, load_model
+from aaco.runners.torch import resolve_torch_model
+from aaco.runners.torch_worker import _check_compile, load_model
 
 # AACO's own modules above are imported unconditionally: their failure is an error. Only
 # PyTorch itself, the optional aaco[torch] extra, may be absent (a broken torch install, or

@@ -28,6 +28,8 @@ import pyarrow.compute as pc
 from aaco.analysis.names import OpNames
 from aaco.analysis.ops import group_medians, per_iteration_medians
 from aaco.analysis.telemetry import cpu_contention
+from aaco.session.paths import DERIVED_METRICS_FILE, INFERENCE_SUMMARY_FILE, ROOFLINE_FILE
+from aaco.session.schema import INFERENCE_ITERS, KERNELS, OPS, SYSTEM_EVENTS
 
 __all__ = [
     "ABOVE_ROOF_AS_SATURATED",
@@ -227,7 +229,7 @@ def profiler_scale(summary: dict[str, Any] | None) -> float:
 
 
 def _ops_signals(ops: pa.Table | None, scale: float = 1.0) -> list[Signal]:
-    src = "profiler/ops.parquet"
+    src = OPS.path
     names = ("ops_per_iter", "micro_op_time_share", "op_median_us")
     if ops is None or not ops.num_rows:
         return [Signal(n, None, "", src, "no operator profile") for n in names]
@@ -299,7 +301,7 @@ def gather_signals(
 
     ``summary``: metrics/inference_summary.json; ``iters``: inference_iters; ``ops``: the
     operator profile; ``roofline``: metrics/roofline.json; ``rows``: the roofline table;
-    ``derived``: metrics/derived_metrics.json of an imported or captured GPU trace;
+    ``derived``: the derived metrics of an imported or captured GPU trace;
     ``cpu_count``: logical CPUs of the machine (env.json), for the contention signal;
     ``cache_bytes``: the last-level cache of a calibration without per-level roofs, so
     that memory-bound operators whose data fits in it are not judged against DRAM's roof
@@ -310,7 +312,7 @@ def gather_signals(
     summary = summary or {}
     lat = summary.get("latency_ms") or {}
     p50_ms = lat.get("p50")
-    it_src = "metrics/inference_iters.parquet"
+    it_src = INFERENCE_ITERS.path
     out.append(
         Signal(
             "latency_p50_us",
@@ -349,9 +351,7 @@ def gather_signals(
         else:
             fixed = max(0.0, 1.0 - cov - (host_share or 0.0))
             fixed_missing = None
-    out.append(
-        Signal("fixed_overhead_share", fixed, "", "metrics/inference_summary.json", fixed_missing)
-    )
+    out.append(Signal("fixed_overhead_share", fixed, "", INFERENCE_SUMMARY_FILE, fixed_missing))
     # the same pass's share when the runner timed the profiled runs: immune to the machine
     # changing speed between the measured and the profiled pass; else the cross-pass one
     same = prof.get("coverage_same_pass")
@@ -362,13 +362,13 @@ def gather_signals(
             "op_share_of_latency",
             op_share,
             "",
-            "metrics/inference_summary.json",
+            INFERENCE_SUMMARY_FILE,
             None if op_share is not None else "no operator profile with measured latency",
         )
     )
 
     tel = summary.get("telemetry") or {}
-    t_src = "telemetry/system_events.parquet"
+    t_src = SYSTEM_EVENTS.path
     sys_cpu, proc_cpu = tel.get("sys_cpu_pct_mean"), tel.get("proc_cpu_pct_mean")
     cores = cpu_count
     contention = None
@@ -431,7 +431,7 @@ def gather_signals(
         )
     )
 
-    r_src = "metrics/roofline.json"
+    r_src = ROOFLINE_FILE
     if roofline is None or not roofline.get("ceilings"):
         why = "no roofline"
         if roofline is not None:
@@ -504,7 +504,7 @@ def gather_signals(
             )
         )
 
-    d_src = "metrics/derived_metrics.json"
+    d_src = DERIVED_METRICS_FILE
     dm = derived or {}
     mk = dm.get("microkernel_pct")
     out.append(
@@ -525,9 +525,7 @@ def gather_signals(
         )
     )
     small, small_missing = small_grid_share(kernels, compute_units)
-    out.append(
-        Signal("gpu_small_grid_time_share", small, "", "profiler/kernels.parquet", small_missing)
-    )
+    out.append(Signal("gpu_small_grid_time_share", small, "", KERNELS.path, small_missing))
     return {s.name: s for s in out}
 
 

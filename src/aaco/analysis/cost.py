@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.ops import exclusive_ns
 from aaco.session.schema import OP_COSTS
 
 if TYPE_CHECKING:
@@ -1226,6 +1227,7 @@ def cost_summary(costs: pa.Table) -> dict[str, Any]:
 
 def model_costs(model_path: Path, input_shapes: dict[str, list[int]] | None = None) -> pa.Table:
     """Costs of an ``.onnx`` file's nodes (shape inference with ``input_shapes``)."""
+    # aaco.analysis.graph imports onnx (~0.2 s): only when a model file is read
     from aaco.analysis.graph import extract_graph, load_model_proto
 
     info = extract_graph(load_model_proto(Path(model_path)), input_shapes)
@@ -1351,6 +1353,7 @@ def _with_profile(
 def _subgraph_rows(model: ModelProto) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """graph_nodes-like rows (name -> row, with ``outer``: its outer-scope inputs) of every
     named node of ``model`` and its subgraphs, and the names of all initializers."""
+    # onnx and aaco.analysis.graph (which imports it, ~0.2 s): only when a model is read
     from onnx import AttributeProto
 
     from aaco.analysis.graph import _attr_value, _dtype_name, _type_info
@@ -1499,8 +1502,6 @@ def work_coverage(ops: pa.Table, work: pa.Table | None) -> dict[str, Any]:
     ``nodes_known`` and ``unknown_op_types``: ``{op_type, time_ns, time_share, nodes}`` for
     each op type with unknown work, longest first.
     """
-    from aaco.analysis.ops import exclusive_ns
-
     known: set[str] = set()
     if work is not None and work.num_rows:
         if "level" in work.column_names:

@@ -41,6 +41,8 @@ import pyarrow.compute as pc
 
 from aaco.analysis.bottleneck import MICRO_OP_NS, Signal, profiler_scale
 from aaco.analysis.names import OpNames
+from aaco.session.paths import INFERENCE_SUMMARY_FILE
+from aaco.session.schema import INFERENCE_ITERS, OPS, ROOFLINE
 
 __all__ = ["micro_op_chains", "recommend"]
 
@@ -202,15 +204,15 @@ def recommend(
                 "class": "launch-bound",
                 "action": action,
                 "evidence": [
-                    _ev("micro_op_chains", chains["chain_count"], "profiler/ops.parquet"),
-                    _ev("ops_in_chains", chains["ops_in_chains"], "profiler/ops.parquet"),
-                    _ev("ops_per_iter", _sig(signals, "ops_per_iter"), "profiler/ops.parquet"),
+                    _ev("micro_op_chains", chains["chain_count"], OPS.path),
+                    _ev("ops_in_chains", chains["ops_in_chains"], OPS.path),
+                    _ev("ops_per_iter", _sig(signals, "ops_per_iter"), OPS.path),
                     _ev(
                         "micro_op_time_share",
                         _sig(signals, "micro_op_time_share"),
-                        "profiler/ops.parquet",
+                        OPS.path,
                     ),
-                    _ev("chain_op_types", chains["top_op_types"], "profiler/ops.parquet"),
+                    _ev("chain_op_types", chains["top_op_types"], OPS.path),
                 ],
                 "gain_ms": chains["fusable_ns"] / 1e6,
                 "gain_kind": "estimate",
@@ -229,7 +231,7 @@ def recommend(
                     "or process so it overlaps inference, vectorise it, or move it into the "
                     "graph (ONNX Resize / normalisation ops) where the execution provider runs it"
                 ),
-                "evidence": [_ev("host_work_share", host, "metrics/inference_iters.parquet")],
+                "evidence": [_ev("host_work_share", host, INFERENCE_ITERS.path)],
                 "gain_ms": host * p50_ms,
                 "gain_kind": "estimate",
                 "confidence": conf_of.get("cpu-bound"),
@@ -268,7 +270,7 @@ def recommend(
                 else "quantize to int8 (onnxruntime.quantization) or use more intra-op "
                 "threads; check ORT's NCHWc / MLAS path handles these shapes"
             )
-        src = "metrics/roofline.parquet"
+        src = ROOFLINE.path
         targets = [names.label(r["name"]) for r, _ in members[:3]]
         if len(members) > 3:
             targets.append(f"+{len(members) - 3} more {op_type} nodes")
@@ -304,7 +306,7 @@ def recommend(
                     "requests to amortise the fixed cost of a call"
                 ),
                 "evidence": [
-                    _ev("fixed_overhead_share", fixed, "metrics/inference_summary.json"),
+                    _ev("fixed_overhead_share", fixed, INFERENCE_SUMMARY_FILE),
                 ],
                 "gain_ms": fixed * p50_ms,
                 "gain_kind": "upper_bound",
@@ -324,7 +326,7 @@ def recommend(
                     "of the latency that matters"
                 ),
                 "evidence": [
-                    _ev("first_iter_vs_p50", first, "metrics/inference_iters.parquet", "x"),
+                    _ev("first_iter_vs_p50", first, INFERENCE_ITERS.path, "x"),
                 ],
                 "gain_ms": (first - 1.0) * p50_ms,
                 "gain_kind": "first_request",

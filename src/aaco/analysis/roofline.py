@@ -32,7 +32,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.kernels import classify_kernel, math_unit
 from aaco.analysis.ops import per_iteration_medians
+from aaco.session.calibration import normalize_dtype
 from aaco.session.schema import ROOFLINE
 
 __all__ = [
@@ -51,7 +53,7 @@ __all__ = [
 
 
 class CeilingsLike(Protocol):
-    """What the roofline needs of a ceilings object (:class:`aaco.analysis.ceilings.Ceilings`)."""
+    """What the roofline needs of a ceilings object (:class:`aaco.session.calibration.Ceilings`)."""
 
     @property
     def device(self) -> str: ...
@@ -389,8 +391,6 @@ def roof_flops(ceilings: CeilingsLike | None, dtype: str | None, unit: str | Non
     """The compute roof of work in ``dtype`` on ``unit`` (``matrix``, ``vector``, ``tf32``;
     None: unknown, the highest roof of the dtype). A unit without a figure of its own for
     the dtype (no FP16 vector peak in a data sheet) falls back to the dtype's highest."""
-    from aaco.analysis.ceilings import normalize_dtype
-
     if ceilings is None:
         return None
     if unit == "tf32" and normalize_dtype(dtype) in ("float32", "tfloat32_matrix"):
@@ -416,8 +416,6 @@ def node_instructions(op_map: pa.Table | None) -> dict[str, str]:
     (:func:`aaco.analysis.kernels.math_unit`): ``tf32`` when any is a TF32 kernel, else
     ``matrix`` when any ran on matrix / tensor cores, ``vector`` when every one is known to
     be a SIMT / VALU kernel; a node whose kernels leave it open is left out (unknown)."""
-    from aaco.analysis.kernels import classify_kernel, math_unit
-
     if op_map is None or not op_map.num_rows:
         return {}
     units: dict[str, set[str | None]] = defaultdict(set)

@@ -673,7 +673,7 @@ def derived_metrics(
     consecutive_kernel_delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS,
     float_timestamps: bool = False,
 ) -> dict[str, Any]:
-    """Everything above as one JSON-ready dict (``metrics/derived_metrics.json``).
+    """Everything above as one JSON-ready dict (:data:`aaco.session.paths.DERIVED_METRICS_FILE`).
 
     Keys: ``gpu_active_ratio`` (fraction), ``gpu_active_ratio_per_device``, ``kar``,
     ``microkernel_pct`` (%), ``launch_rate_per_s`` (1/s), ``launch_tax_score``,

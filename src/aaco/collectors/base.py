@@ -1,12 +1,22 @@
-"""The small base class every telemetry collector derives from: start, stop, then a table."""
+"""The small base class every telemetry collector derives from (start, stop, then a table),
+and the collector registry.
+
+A collector that watches a workload is built for the worker's pid once the worker has
+started (:meth:`Collector.for_process`); the launcher starts it, stops it when the worker
+ends, and the pipeline writes its table into the bundle as :attr:`Collector.table_name` and
+its :meth:`Collector.info` into ``session.json``. Built-ins and third-party collectors
+(entry-point group ``aaco.collectors``) are listed in :data:`COLLECTORS`.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 from types import TracebackType
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
+
+from aaco.plugins import Registry
 
 _C = TypeVar("_C", bound="Collector")
 
@@ -24,6 +34,18 @@ class Collector:
     name: ClassVar[str] = "collector"
     #: importable modules the collector needs; :meth:`available` checks them
     requires: ClassVar[tuple[str, ...]] = ()
+    #: the bundle table its rows are written to (a table of :mod:`aaco.session.schema`)
+    table_name: ClassVar[str] = ""
+
+    @classmethod
+    def for_process(cls, pid: int, hz: float) -> Collector:
+        """A collector watching process ``pid`` (the worker) at ``hz`` samples per second."""
+        raise NotImplementedError(f"collector {cls.name} cannot watch a process")
+
+    def info(self) -> dict[str, Any]:
+        """What the collector says about its own run (rate, sample count, cost, why it
+        stopped), recorded in ``session.json``; valid once stopped."""
+        return {}
 
     def __init__(self) -> None:
         self._started = False
@@ -83,3 +105,11 @@ class Collector:
 
     def _table(self) -> pa.Table:
         raise NotImplementedError
+
+
+#: every collector ``aaco run`` can attach (``RunOptions.collectors``): name -> class
+COLLECTORS: Registry[Collector] = Registry(
+    "collector", Collector, {"system": "aaco.collectors.system:SystemSampler"}
+)
+#: the collectors ``aaco run`` attaches when telemetry is on and none are named
+DEFAULT_COLLECTORS = ("system",)

@@ -20,7 +20,7 @@ GPU (backends ``cuda``, ``rocm``, ``gpu``; needs torch with a GPU, a CUDA or a H
 PyTorch on ROCm is driven through ``torch.cuda`` too): torch matmul in float32 (TF32 off),
 float16 and bfloat16 (matrix peaks), on CUDA also float32 with TF32 on (``tfloat32_matrix``),
 and a device-to-device copy for bandwidth. The result is
-stored under the GPU's device identity (:mod:`aaco.analysis.devices`: vendor, name,
+stored under the GPU's device identity (:mod:`aaco.session.devices`: vendor, name,
 architecture, compute units), so an ONNX Runtime CUDA/ROCm/MIGraphX session, a PyTorch
 run on CUDA or ROCm and an imported trace of that device all find it.
 
@@ -50,9 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from aaco.analysis.ceilings import GPU_BACKEND, Ceilings, MemoryLevel, hardware_fingerprint
-from aaco.analysis.devices import DeviceIdentity, identify
-from aaco.errors import BusyError, UsageError
+from aaco.collectors.environment import capture_environment
+from aaco.errors import AacoError, BusyError, RunError, UsageError
+from aaco.session.calibration import GPU_BACKEND, Ceilings, MemoryLevel, save_calibration
+from aaco.session.devices import DeviceIdentity, identify
+from aaco.session.fingerprint import hardware_fingerprint
 
 __all__ = [
     "AUTO_CALIBRATE_ENV",
@@ -849,8 +851,6 @@ def calibrate(
     repetitions raises :class:`aaco.errors.BusyError` at once, unless ``allow_busy``:
     then every figure is measured and the result is marked ``contention="disturbed"``.
     """
-    from aaco.collectors.environment import capture_environment
-
     if backend not in ("cpu", "cuda", "rocm", "gpu"):
         raise UsageError(f"unknown --backend {backend!r}; valid: cpu, cuda, rocm, gpu")
     env = env if env is not None else capture_environment([], [])
@@ -939,8 +939,6 @@ def measure_in_subprocess(
     import subprocess
     import sys
 
-    from aaco.errors import RunError
-
     request = json.dumps({"backend": backend, "quick": quick, "env": dict(env or {})})
     try:
         proc = subprocess.run(
@@ -1001,10 +999,6 @@ def first_run_calibration(
     stored like ``aaco calibrate --quick``'s when quiet; refused (not stored, no ceilings)
     when other processes held the CPU.
     """
-    from aaco.analysis.ceilings import save_calibration
-    from aaco.collectors.environment import capture_environment
-    from aaco.errors import AacoError
-
     if backend != "cpu":
         return FirstRun(None, f"no ceilings: run `aaco calibrate --backend {backend}`")
     here = this_env if this_env is not None else capture_environment([], [])

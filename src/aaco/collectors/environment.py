@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -17,7 +16,9 @@ from typing import Any
 
 import psutil
 
+from aaco import __version__
 from aaco.collectors.system import cpu_governors
+from aaco.session.fingerprint import fingerprint, fingerprint_fields
 
 TOOLS: tuple[str, ...] = (
     "rocprofv3",
@@ -246,9 +247,7 @@ def _onnxruntime(providers: Sequence[str] | None) -> dict[str, Any]:
 def _packages(ort_info: Mapping[str, Any]) -> dict[str, str | None]:
     versions: dict[str, str | None] = {name: _dist_version(name) for name in _PACKAGES}
     if versions["aaco"] is None:
-        import aaco
-
-        versions["aaco"] = aaco.__version__
+        versions["aaco"] = __version__
     dist = ort_info.get("distribution")
     versions["onnxruntime"] = ort_info.get("version") or (
         ort_info["distributions_installed"].get(dist) if dist else None
@@ -614,54 +613,6 @@ def detect_gpus(timeout_s: float = 5.0) -> dict[str, Any]:
         )
     devices += amd
     return {"devices": devices, "sources": sources, "errors": errors}
-
-
-# -- fingerprint -----------------------------------------------------------------------
-
-
-def fingerprint(fields: Mapping[str, Any]) -> str:
-    """16 hex digits of the sha256 of ``fields`` as canonical JSON (sorted keys)."""
-    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def fingerprint_fields(env: Mapping[str, Any]) -> dict[str, Any]:
-    """The performance-relevant, non-volatile part of a :func:`capture_environment` result.
-
-    Hardware: CPU model, architecture, physical and logical core counts, the CPU flags of
-    :data:`CPU_FLAGS` that are present, memory total rounded to GiB, GPU (vendor, name,
-    driver) triples. Software: OS system, kernel release, distro, Python version,
-    onnxruntime version, distribution and available providers.
-
-    Left out on purpose, because they change between two runs of the same setup: free
-    memory, current frequency, governors, hostname, command line, environment variables,
-    cgroup quota, package versions other than onnxruntime, GPU uuids and indices.
-    """
-    cpu = env.get("cpu") or {}
-    flags = cpu.get("flags") or {}
-    memory = env.get("memory") or {}
-    total = memory.get("total_bytes")
-    osd = env.get("os") or {}
-    ort = env.get("onnxruntime") or {}
-    gpus = (env.get("gpus") or {}).get("devices") or []
-    return {
-        "cpu_model": cpu.get("model"),
-        "cpu_architecture": cpu.get("architecture"),
-        "physical_cores": cpu.get("physical_cores"),
-        "logical_cores": cpu.get("logical_cores"),
-        "cpu_flags": sorted(f for f, present in flags.items() if present),
-        "memory_gib": round(total / _GIB) if isinstance(total, int) else None,
-        "os_system": osd.get("system"),
-        "os_release": osd.get("release"),
-        "distro": osd.get("distro"),
-        "python_version": (env.get("python") or {}).get("version"),
-        "onnxruntime_version": ort.get("version"),
-        "onnxruntime_distribution": ort.get("distribution"),
-        "available_providers": ort.get("available_providers"),
-        "gpus": sorted(
-            [str(g.get("vendor")), str(g.get("name")), str(g.get("driver"))] for g in gpus
-        ),
-    }
 
 
 # -- the two entry points --------------------------------------------------------------

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import psutil
 import pyarrow as pa
@@ -380,6 +380,19 @@ class SystemSampler(Collector):
 
     name: ClassVar[str] = "system"
     requires: ClassVar[tuple[str, ...]] = ("psutil",)
+    table_name: ClassVar[str] = "system_events"
+
+    @classmethod
+    def for_process(cls, pid: int, hz: float) -> SystemSampler:
+        return cls(pid, hz=hz)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "hz": self.hz,
+            "samples": self.sample_count,
+            "sampler_cpu_s": self.overhead_cpu_s,
+            "stopped_reason": self.stopped_reason,
+        }
 
     def __init__(
         self,

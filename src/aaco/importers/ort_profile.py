@@ -44,6 +44,7 @@ import io
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,7 +518,7 @@ def _read(path: Path) -> _Columns:
         raise InputError(f"{path}: not UTF-8 text, {_EXPECTED}") from None
     except EOFError:
         raise _truncated(path) from None
-    except gzip.BadGzipFile:
+    except (gzip.BadGzipFile, zlib.error):
         raise InputError(f"{path}: corrupt gzip data, {_EXPECTED}") from None
 
 

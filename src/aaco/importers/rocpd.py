@@ -14,6 +14,8 @@ rocpd tables carry a uuid suffix (``rocpd_kernel_dispatch_<uuid>``), so this rea
 
 A file is recognised by the SQLite magic ``SQLite format 3\\0`` and the presence of the
 ``kernels`` or ``regions`` view (or a ``rocpd_*`` table); a corrupt database is an InputError.
+A kernel, region or counter row without a name is left out (counted in ``meta["dropped_rows"]``).
+Which column a rocprofiler-SDK field fills is declared in :mod:`aaco.importers._rocprofiler_sdk`.
 """
 
 from __future__ import annotations
@@ -24,15 +26,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from aaco.errors import InputError
 from aaco.importers._csv import check_times, fill_table, map_values
 from aaco.importers._lenient import collecting, note_dropped, note_null, to_int
+from aaco.importers._rocprofiler_sdk import (
+    CLOCK,
+    KERNEL_FIELDS,
+    api_calls_and_markers,
+    api_domain,
+    copy_device,
+    copy_kind,
+)
 from aaco.importers.base import Importer, TraceTables
-from aaco.importers.kineto import api_kind
-from aaco.importers.rocprofv3 import api_domain
-from aaco.session.schema import ANNOTATIONS, API_CALLS, KERNEL_COUNTERS, KERNELS, MEMCPY
+from aaco.session.schema import KERNEL_COUNTERS, KERNELS, MEMCPY
 
 __all__ = ["SOURCE", "RocpdImporter", "read_rocpd"]
 
@@ -78,13 +85,6 @@ def _keep_timed(data: dict[str, list[Any]], view: str) -> tuple[dict[str, list[A
     return {k: [v[i] for i in keep] for k, v in data.items()}, len(keep)
 
 
-def _col(data: dict[str, list[Any]], n: int, *names: str) -> list[Any] | None:
-    for name in names:
-        if name in data:
-            return data[name]
-    return None
-
-
 def _ints(path: Path, values: list[Any] | None, what: str) -> pa.Array | None:
     """An integer column; a value that is not an integer (SQLite is not typed) is null."""
     if values is None:
@@ -101,6 +101,22 @@ def _ints(path: Path, values: list[Any] | None, what: str) -> pa.Array | None:
 def _strs(values: list[Any]) -> pa.Array:
     return pa.array([v if v is None or isinstance(v, str) else str(v) for v in values],
                     pa.string())  # fmt: skip
+
+
+def _named(data: dict[str, list[Any]], view: str, *columns: str) -> dict[str, list[Any]]:
+    """The rows of ``data`` whose ``columns`` are not NULL: a kernel, API call, marker or
+    counter without a name cannot be reported (the tables require one), so it is left out
+    and counted. A column the view lacks is not checked."""
+    n = len(next(iter(data.values()), []))
+    keep: list[int] | range = range(n)
+    for col in columns:
+        if col in data:
+            kept = [i for i in keep if data[col][i] is not None]
+            note_dropped(f"{view}: {col} missing", len(keep) - len(kept))
+            keep = kept
+    if len(keep) == n:
+        return data
+    return {k: [v[i] for i in keep] for k, v in data.items()}
 
 
 def _times(
@@ -142,12 +158,15 @@ def _gpu_device(data: dict[str, list[Any]], prefix: str = "") -> list[int | None
 
 
 def _kernels(path: Path, con: sqlite3.Connection) -> pa.Table:
-    data, n, start, end, dur = _times(path, _query(con, "kernels"), "kernels")
+    data, n, start, end, dur = _times(
+        path, _named(_query(con, "kernels"), "kernels", "name"), "kernels"
+    )
     if "name" not in data:
         raise InputError(f"{path}: view kernels lacks a name column, expected {_EXPECTED}")
 
     def i(*names: str) -> pa.Array | None:
-        return _ints(path, _col(data, n, *names), f"kernels.{names[0]}")
+        found = next((name for name in names if name in data), None)
+        return None if found is None else _ints(path, data[found], f"kernels.{found}")
 
     return fill_table(
         path,
@@ -161,41 +180,33 @@ def _kernels(path: Path, con: sqlite3.Connection) -> pa.Table:
             "dur_ns": dur,
             "time_is_gpu": True,
             "device": pa.array(_gpu_device(data), pa.int32()) if _gpu_device(data) else None,
-            "stream": i("stream_id"),
-            "queue": i("queue_id"),
-            "correlation_id": i("correlation_id"),
-            "dispatch_id": i("dispatch_id"),
-            "process_id": i("pid"),
-            "thread_id": i("tid"),
+            **{column: i(*names) for column, names in KERNEL_FIELDS.items()},
+            # in this view grid_size_* already counts workgroups (grid_* counts work-items)
             "grid_x": i("grid_size_x"),
             "grid_y": i("grid_size_y"),
             "grid_z": i("grid_size_z"),
             "block_x": i("workgroup_x", "block_size_x"),
             "block_y": i("workgroup_y", "block_size_y"),
             "block_z": i("workgroup_z", "block_size_z"),
-            "registers": i("arch_vgpr_count"),
-            "accum_vgpr": i("accum_vgpr_count"),
-            "sgpr": i("sgpr_count"),
-            "shared_bytes": i("lds_size"),
-            "scratch_bytes": i("scratch_size"),
         },
     )
 
 
-def _copy_kind(src_type: Any, dst_type: Any) -> str:
-    s, d = str(src_type or "").upper(), str(dst_type or "").upper()
-    if s not in ("CPU", "GPU") or d not in ("CPU", "GPU"):
-        return "unknown"
-    return f"{'H' if s == 'CPU' else 'D'}to{'H' if d == 'CPU' else 'D'}"
+def _is_gpu(agent_type: Any) -> bool | None:
+    """An agent type of the view: GPU True, CPU False, anything else unknown (None)."""
+    return {"GPU": True, "CPU": False}.get(str(agent_type or "").upper())
 
 
 def _memcpy(path: Path, con: sqlite3.Connection) -> pa.Table:
     data, n, start, end, dur = _times(path, _query(con, "memory_copies"), "memory_copies")
     src_t, dst_t = data.get("src_agent_type"), data.get("dst_agent_type")
-    kinds = [_copy_kind(src_t[k] if src_t else None, dst_t[k] if dst_t else None) for k in range(n)]
+    kinds = [
+        copy_kind(_is_gpu(src_t[k] if src_t else None), _is_gpu(dst_t[k] if dst_t else None))
+        for k in range(n)
+    ]
     src = _gpu_device(data, "src_")
     dst = _gpu_device(data, "dst_")
-    device = [(dst[k] if kinds[k] == "HtoD" else src[k]) if src and dst else None for k in range(n)]
+    device = [copy_device(kinds[k], src[k], dst[k]) if src and dst else None for k in range(n)]
     names = data.get("name") or kinds
     return fill_table(
         path,
@@ -219,63 +230,32 @@ def _memcpy(path: Path, con: sqlite3.Connection) -> pa.Table:
 
 
 def _regions(path: Path, con: sqlite3.Connection) -> tuple[pa.Table, pa.Table]:
-    data, n, start, end, dur = _times(path, _query(con, "regions"), "regions")
+    data, n, start, end, dur = _times(
+        path, _named(_query(con, "regions"), "regions", "name"), "regions"
+    )
     category = pa.array([str(c or "") for c in data.get("category", [""] * n)], pa.string())
-    domain = map_values(category, api_domain, pa.string())
-    t = pa.table(
+    records = pa.table(
         {
-            "domain": domain,
+            "domain": map_values(category, api_domain, pa.string()),
             "name": _strs(data.get("name", [""] * n)),
-            "pid": _ints(path, data.get("pid", [None] * n), "regions.pid"),
-            "tid": _ints(path, data.get("tid", [None] * n), "regions.tid"),
-            "corr": _ints(path, data.get("correlation_id", [None] * n), "correlation_id"),
-            "start": start,
-            "end": end,
-            "dur": dur,
+            "process_id": _ints(path, data.get("pid", [None] * n), "regions.pid"),
+            "thread_id": _ints(path, data.get("tid", [None] * n), "regions.tid"),
+            "correlation_id": _ints(path, data.get("correlation_id", [None] * n), "correlation_id"),
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": dur,
         }
     )
-    marker = pc.equal(t["domain"], "marker")
-    api, marks = t.filter(pc.invert(marker)), t.filter(marker)
-    api_calls = fill_table(
-        path,
-        API_CALLS,
-        api.num_rows,
-        {
-            "source": SOURCE,
-            "domain": api["domain"],
-            "name": api["name"],
-            "kind": map_values(api["name"], api_kind, pa.string()),
-            "process_id": api["pid"],
-            "thread_id": api["tid"],
-            "start_ns": api["start"],
-            "end_ns": api["end"],
-            "dur_ns": api["dur"],
-            "correlation_id": api["corr"],
-        },
-    )
-    annotations = fill_table(
-        path,
-        ANNOTATIONS,
-        marks.num_rows,
-        {
-            "source": SOURCE,
-            "kind": "marker",
-            "name": marks["name"],
-            "process_id": marks["pid"],
-            "thread_id": marks["tid"],
-            "start_ns": marks["start"],
-            "dur_ns": marks["dur"],
-        },
-    )
-    return api_calls, annotations
+    return api_calls_and_markers(path, SOURCE, records)
 
 
 def _counters(path: Path, con: sqlite3.Connection) -> pa.Table:
     data = _query(con, "kernel_pmc_events")
-    n = len(next(iter(data.values()), []))
     for need in ("pmc_name", "pmc_value", "name"):
         if need not in data:
             raise InputError(f"{path}: view kernel_pmc_events lacks {need}, expected {_EXPECTED}")
+    data = _named(data, "kernel_pmc_events", "name", "pmc_name")
+    n = len(data["name"])
     values = [
         v if type(v) in (int, float) and math.isfinite(v) else None for v in data["pmc_value"]
     ]
@@ -342,7 +322,7 @@ def read_rocpd(path: Path) -> TraceTables:
         "tool": "rocprofv3",
         "format": SOURCE,
         "files": [str(path)],
-        "clock": {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"},
+        "clock": dict(CLOCK),
         "device_ids": "GPU index (agent_type_index) for GPU agents",
         **odd.meta(),
     }

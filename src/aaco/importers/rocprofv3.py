@@ -26,7 +26,8 @@ run's ``agent_info.csv`` (same ``<pid>_`` prefix, or read together by
 agents become null); without it the numeric agent id is kept and ``meta["device_ids"]`` says
 so. ``process_id`` comes from the ``Process_Id`` column, else from the ``<pid>_`` file-name
 prefix, else null. Timestamps are integer ns on the profiler's clock (since boot) and are
-parsed straight to int64.
+parsed straight to int64. Which column a rocprofiler-SDK field fills (shared with the JSON and
+rocpd readers) is declared in :mod:`aaco.importers._rocprofiler_sdk`.
 
 Example::
 
@@ -56,9 +57,17 @@ from aaco.importers._csv import (
     read_header,
 )
 from aaco.importers._lenient import collecting, note_dropped, note_null, to_int
+from aaco.importers._rocprofiler_sdk import (
+    CLOCK,
+    KERNEL_FIELDS,
+    api_calls_and_markers,
+    api_domain,
+    csv_keys,
+    direction_kind,
+    first_present,
+)
 from aaco.importers.base import Importer, TraceTables
-from aaco.importers.kineto import api_kind
-from aaco.session.schema import ANNOTATIONS, API_CALLS, KERNEL_COUNTERS, KERNELS, MEMCPY
+from aaco.session.schema import KERNEL_COUNTERS, KERNELS, MEMCPY
 
 __all__ = [
     "SOURCE",
@@ -78,8 +87,6 @@ _F64 = pa.float64()
 _STR = pa.string()
 # few distinct values in millions of rows: parsed into a dictionary, not one string per row
 _DICT = pa.dictionary(pa.int32(), pa.string())
-
-_CLOCK = {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"}
 
 #: what each recognised domain is, for error messages
 _EXPECTED = {
@@ -267,43 +274,28 @@ def _ceil_div(num: pa.ChunkedArray | None, den: pa.ChunkedArray | None) -> pa.Ar
     return pc.if_else(ok, q, pa.scalar(None, _I64))
 
 
-def _first(cols: dict[str, pa.ChunkedArray], *keys: str) -> pa.ChunkedArray | None:
-    for k in keys:
-        if k in cols:
-            return cols[k]
-    return None
-
-
-def _pid(cols: dict[str, pa.ChunkedArray], key: str, path: Path) -> Any:
-    col = cols.get(key)
-    return col if col is not None else pid_from_name(path)
-
+#: KERNELS column -> the CSV header keys that carry it (see KERNEL_FIELDS), preferred first
+_KERNEL_KEYS: dict[str, tuple[str, ...]] = {c: csv_keys(f) for c, f in KERNEL_FIELDS.items()}
+#: every one of those keys, read as integers
+_KERNEL_FIELD_TYPES: dict[str, pa.DataType] = {k: _I64 for ks in _KERNEL_KEYS.values() for k in ks}
 
 _KERNEL_TYPES: dict[str, pa.DataType] = {
+    **_KERNEL_FIELD_TYPES,
     "agentid": _DICT,
-    "queueid": _I64,
-    "streamid": _I64,
-    "threadid": _I64,
-    "dispatchid": _I64,
     "kernelname": _DICT,
-    "correlationid": _I64,
     "starttimestamp": _I64,
     "endtimestamp": _I64,
-    "ldsblocksize": _I64,
-    "groupsegmentsize": _I64,
-    "scratchsize": _I64,
-    "privatesegmentsize": _I64,
-    "vgprcount": _I64,
-    "archvgprcount": _I64,
-    "accumvgprcount": _I64,
-    "sgprcount": _I64,
-    "workgroupsizex": _I64,
-    "workgroupsizey": _I64,
-    "workgroupsizez": _I64,
-    "gridsizex": _I64,
-    "gridsizey": _I64,
-    "gridsizez": _I64,
+    **{f"{dim}size{a}": _I64 for dim in ("workgroup", "grid") for a in "xyz"},
 }
+
+
+def _kernel_fields(cols: dict[str, pa.ChunkedArray], path: Path) -> dict[str, Any]:
+    """The KERNEL_FIELDS columns the file has (absent: None); the process id from the
+    ``<pid>_`` file-name prefix when there is no process column."""
+    out = {c: first_present(cols, keys) for c, keys in _KERNEL_KEYS.items()}
+    if out["process_id"] is None:
+        out["process_id"] = pid_from_name(path)
+    return out
 
 
 def read_kernel_trace(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Table:
@@ -326,34 +318,15 @@ def read_kernel_trace(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Ta
             "dur_ns": dur,
             "time_is_gpu": True,
             "device": _devices(cols.get("agentid"), agents, path),
-            "stream": cols.get("streamid"),
-            "queue": cols.get("queueid"),
-            "correlation_id": cols.get("correlationid"),
-            "dispatch_id": cols.get("dispatchid"),
-            "process_id": pid_from_name(path),
-            "thread_id": cols.get("threadid"),
             "grid_x": _ceil_div(cols.get("gridsizex"), wg[0]),
             "grid_y": _ceil_div(cols.get("gridsizey"), wg[1]),
             "grid_z": _ceil_div(cols.get("gridsizez"), wg[2]),
             "block_x": wg[0],
             "block_y": wg[1],
             "block_z": wg[2],
-            "registers": _first(cols, "vgprcount", "archvgprcount"),
-            "accum_vgpr": cols.get("accumvgprcount"),
-            "sgpr": cols.get("sgprcount"),
-            "shared_bytes": _first(cols, "ldsblocksize", "groupsegmentsize"),
-            "scratch_bytes": _first(cols, "scratchsize", "privatesegmentsize"),
+            **_kernel_fields(cols, path),
         },
     )
-
-
-def api_domain(raw: str | None) -> str:
-    """rocprofv3 Domain -> API domain: ``HIP_RUNTIME_API`` -> ``hip``, ``MARKER_*`` -> ``marker``"""
-    s = (raw or "").strip().upper()
-    for prefix, name in (("HIP", "hip"), ("HSA", "hsa"), ("MARKER", "marker"), ("ROCTX", "marker")):
-        if s.startswith(prefix):
-            return name
-    return s.split("_", 1)[0].lower() or "unknown"
 
 
 def read_api_trace(header: CsvHeader) -> tuple[pa.Table, pa.Table]:
@@ -378,72 +351,26 @@ def read_api_trace(header: CsvHeader) -> tuple[pa.Table, pa.Table]:
     )
     start, end = cols["starttimestamp"], cols["endtimestamp"]
     dur = check_times(path, start, end, expected)
-    domain = map_values(cols["domain"], api_domain, _STR)
-    is_marker = pc.equal(domain, "marker")
-    table = pa.table(
+    pid = pid_from_name(path)
+
+    def col(key: str, default: int | None = None) -> Any:
+        if key in cols:
+            return cols[key]
+        return pa.nulls(n, _I64) if default is None else pa.repeat(pa.scalar(default, _I64), n)
+
+    records = pa.table(
         {
-            "domain": domain,
+            "domain": map_values(cols["domain"], api_domain, _STR),
             "name": cols["function"],
-            "pid": cols["processid"] if "processid" in cols else pa.nulls(n, _I64),
-            "tid": cols["threadid"] if "threadid" in cols else pa.nulls(n, _I64),
-            "corr": cols["correlationid"] if "correlationid" in cols else pa.nulls(n, _I64),
-            "start": start,
-            "end": end,
-            "dur": dur,
+            "process_id": col("processid", pid),
+            "thread_id": col("threadid"),
+            "correlation_id": col("correlationid"),
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": dur,
         }
     )
-    pid_default = pid_from_name(path)
-    api = table.filter(pc.invert(is_marker))
-    marks = table.filter(is_marker)
-
-    def pids(t: pa.Table) -> Any:
-        return t["pid"] if "processid" in cols else pid_default
-
-    api_calls = fill_table(
-        path,
-        API_CALLS,
-        api.num_rows,
-        {
-            "source": SOURCE,
-            "domain": api["domain"],
-            "name": api["name"],
-            "kind": map_values(api["name"], api_kind, _STR),
-            "process_id": pids(api),
-            "thread_id": api["tid"],
-            "start_ns": api["start"],
-            "end_ns": api["end"],
-            "dur_ns": api["dur"],
-            "correlation_id": api["corr"],
-        },
-    )
-    annotations = fill_table(
-        path,
-        ANNOTATIONS,
-        marks.num_rows,
-        {
-            "source": SOURCE,
-            "kind": "marker",
-            "name": marks["name"],
-            "process_id": pids(marks),
-            "thread_id": marks["tid"],
-            "start_ns": marks["start"],
-            "dur_ns": marks["dur"],
-        },
-    )
-    return api_calls, annotations
-
-
-_DIRECTIONS = {
-    "HOST_TO_HOST": "HtoH",
-    "HOST_TO_DEVICE": "HtoD",
-    "DEVICE_TO_HOST": "DtoH",
-    "DEVICE_TO_DEVICE": "DtoD",
-}
-
-
-def _copy_kind(direction: str | None) -> str:
-    s = (direction or "").upper().removeprefix("MEMORY_COPY_")
-    return _DIRECTIONS.get(s, "unknown")
+    return api_calls_and_markers(path, SOURCE, records)
 
 
 def read_memory_copy(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Table:
@@ -472,10 +399,10 @@ def read_memory_copy(header: CsvHeader, agents: AgentMap = _NO_AGENTS) -> pa.Tab
     header.require(["endtimestamp"], expected)
     start, end = cols["starttimestamp"], cols["endtimestamp"]
     dur = check_times(path, start, end, expected)
-    kind = map_values(cols["direction"], _copy_kind, _STR)
+    kind = map_values(cols["direction"], direction_kind, _STR)
     src = _devices(cols["sourceagentid"], agents, path)
     dst = _devices(cols["destinationagentid"], agents, path)
-    device = pc.if_else(pc.equal(kind, "HtoD"), dst, src)
+    device = pc.if_else(pc.equal(kind, "HtoD"), dst, src)  # copy_device, vectorised
     return fill_table(
         path,
         MEMCPY,
@@ -506,19 +433,9 @@ def read_counter_collection(
     path = header.path
     expected = _EXPECTED["counter_collection"]
     types = {
-        "correlationid": _I64,
-        "dispatchid": _I64,
+        **_KERNEL_FIELD_TYPES,
         "agentid": _STR,
-        "queueid": _I64,
-        "processid": _I64,
-        "threadid": _I64,
         "kernelname": _STR,
-        "ldsblocksize": _I64,
-        "scratchsize": _I64,
-        "vgprcount": _I64,
-        "archvgprcount": _I64,
-        "accumvgprcount": _I64,
-        "sgprcount": _I64,
         "countername": _STR,
         "countervalue": _F64,
         "starttimestamp": _I64,
@@ -560,10 +477,10 @@ def read_counter_collection(
     first = idx.group_by("d", use_threads=False).aggregate([("i", "min")])["i_min"]
     take = pc.sort_indices(first)
     rows = first.take(take)
-    pid = cols["processid"].take(rows) if "processid" in cols else pid_from_name(path)
 
-    def t(col: pa.ChunkedArray | pa.Array | None) -> Any:
-        return None if col is None else col.take(rows)
+    def t(col: Any) -> Any:
+        # a column of the file: the rows of the first dispatches; a scalar (file pid) as is
+        return col.take(rows) if isinstance(col, (pa.Array, pa.ChunkedArray)) else col
 
     kernels = fill_table(
         path,
@@ -577,16 +494,7 @@ def read_counter_collection(
             "dur_ns": t(dur),
             "time_is_gpu": True,
             "device": t(device),
-            "queue": t(cols.get("queueid")),
-            "correlation_id": t(cols.get("correlationid")),
-            "dispatch_id": t(cols["dispatchid"]),
-            "process_id": pid,
-            "thread_id": t(cols.get("threadid")),
-            "registers": t(_first(cols, "vgprcount", "archvgprcount")),
-            "accum_vgpr": t(cols.get("accumvgprcount")),
-            "sgpr": t(cols.get("sgprcount")),
-            "shared_bytes": t(cols.get("ldsblocksize")),
-            "scratch_bytes": t(cols.get("scratchsize")),
+            **{c: t(v) for c, v in _kernel_fields(cols, path).items()},
         },
     )
     return counters, kernels
@@ -652,7 +560,7 @@ def _read_one(header: CsvHeader, domain: str, agents: AgentMap) -> TraceTables:
         "format": SOURCE,
         "domain": domain,
         "files": [str(path)],
-        "clock": dict(_CLOCK),
+        "clock": dict(CLOCK),
     }
     if domain == "kernel_trace":
         out.kernels = read_kernel_trace(header, agents)
@@ -783,7 +691,7 @@ def _read_dir(path: Path) -> TraceTables:
         "format": SOURCE,
         "files": [str(h.path) for h, _ in found],
         "domains": sorted({d for _, d in found}),
-        "clock": dict(_CLOCK),
+        "clock": dict(CLOCK),
         "devices": devices,
         "device_ids": sorted(notes),
         "stats": stats,

@@ -14,12 +14,14 @@ Odd values: when the typed decode of the file fails on a value of an unexpected 
 file is decoded again untyped and each record converted on its own; a field that does not
 convert is null (counted in ``meta["odd_values"]``, by its path), and a record that cannot be
 used at all (not an object, no usable start/end, a kernel id without a symbol) is left out
-(counted in ``meta["dropped_rows"]``).
+(counted in ``meta["dropped_rows"]``). Which column a rocprofiler-SDK field fills is declared in
+:mod:`aaco.importers._rocprofiler_sdk`.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -30,6 +32,12 @@ from aaco.errors import InputError
 from aaco.importers._chrome_json import repair_json
 from aaco.importers._csv import check_times, fill_table, lenient_array
 from aaco.importers._lenient import collecting, note_dropped, note_null
+from aaco.importers._rocprofiler_sdk import (
+    CLOCK,
+    KERNEL_FIELDS,
+    copy_device,
+    copy_kind,
+)
 from aaco.importers.base import Importer, TraceTables, open_binary
 from aaco.session.schema import KERNELS, MEMCPY
 
@@ -39,6 +47,7 @@ SOURCE = "rocprofv3-json"
 _KEY = b'"rocprofiler-sdk-tool"'
 _EXPECTED = 'a rocprofv3 JSON file ({"rocprofiler-sdk-tool": [...]})'
 _I64 = pa.int64()
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class _Handle(msgspec.Struct):
@@ -126,6 +135,19 @@ class _Process(msgspec.Struct):
 class _Root(msgspec.Struct):
     tool: list[_Process] = msgspec.field(name="rocprofiler-sdk-tool")
 
+
+#: the SDK fields of a dispatch record, its dispatch_info and its kernel symbol (and the pid)
+_RECORD_FIELDS = {
+    "process_id",
+    *_Dispatch.__struct_fields__,
+    *_DispatchInfo.__struct_fields__,
+    *_Symbol.__struct_fields__,
+}
+#: (KERNELS column, the record field that fills it) per KERNEL_FIELDS, resolved once
+_KERNEL_COLUMNS = tuple(
+    (column, next(f for f in names if f in _RECORD_FIELDS))
+    for column, names in KERNEL_FIELDS.items()
+)
 
 S = TypeVar("S", bound=msgspec.Struct)
 _AT = re.compile(r" - at `\$(.*)`$")
@@ -223,6 +245,9 @@ def _timed(start: int | None, end: int | None, where: str) -> bool:
     if end < start:
         note_dropped(f"{where}: end before start")
         return False
+    if not (_INT64_MIN <= start <= _INT64_MAX and _INT64_MIN <= end <= _INT64_MAX):
+        note_dropped(f"{where}: start/end beyond int64")
+        return False
     return True
 
 
@@ -248,7 +273,8 @@ def _read(path: Path) -> TraceTables:
     with open_binary(path) as f:
         try:
             data = f.read()
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
+            # gzip.BadGzipFile is an OSError; a corrupt deflate stream raises zlib.error
             raise InputError(f"{path}: unreadable ({exc}), expected {_EXPECTED}") from None
     if not data.strip():
         raise InputError(f"{path}: empty file, expected {_EXPECTED}")
@@ -281,9 +307,9 @@ def _read(path: Path) -> TraceTables:
     api_records = 0
     for proc in root.tool:
         gpu: dict[int | None, int] = {}
-        kind_of: dict[int | None, str] = {}
+        is_gpu: dict[int | None, bool] = {}
         for a in proc.agents:
-            kind_of[a.id.handle] = "D" if _is_gpu(a) else "H"
+            is_gpu[a.id.handle] = _is_gpu(a)
             if _is_gpu(a):
                 gpu[a.id.handle] = len(gpu)
                 devices.append(
@@ -308,36 +334,39 @@ def _read(path: Path) -> TraceTables:
                 note_dropped("kernel_dispatch: kernel_id without a kernel_symbols name")
                 continue
             wg, gr = info.workgroup_size, info.grid_size
+            # the record's fields by their SDK names; KERNEL_FIELDS maps them to columns
+            fields = {
+                "stream_id": d.stream_id.handle if d.stream_id else None,
+                "queue_id": info.queue_id.handle,
+                "correlation_id": d.correlation_id.internal,
+                "dispatch_id": info.dispatch_id,
+                "process_id": proc.metadata.pid,
+                "thread_id": d.thread_id,
+                "arch_vgpr_count": sym.arch_vgpr_count if sym else None,
+                "accum_vgpr_count": sym.accum_vgpr_count if sym else None,
+                "sgpr_count": sym.sgpr_count if sym else None,
+                "group_segment_size": info.group_segment_size,
+                "private_segment_size": info.private_segment_size,
+            }
             row = {
                 "name": name,
                 "start_ns": d.start_timestamp,
                 "end_ns": d.end_timestamp,
                 "device": gpu.get(info.agent_id.handle),
-                "stream": d.stream_id.handle if d.stream_id else None,
-                "queue": info.queue_id.handle,
-                "correlation_id": d.correlation_id.internal,
-                "dispatch_id": info.dispatch_id,
-                "process_id": proc.metadata.pid,
-                "thread_id": d.thread_id,
                 "grid_x": _ceil(gr.x, wg.x),
                 "grid_y": _ceil(gr.y, wg.y),
                 "grid_z": _ceil(gr.z, wg.z),
                 "block_x": wg.x,
                 "block_y": wg.y,
                 "block_z": wg.z,
-                "registers": sym.arch_vgpr_count if sym else None,
-                "accum_vgpr": sym.accum_vgpr_count if sym else None,
-                "sgpr": sym.sgpr_count if sym else None,
-                "shared_bytes": info.group_segment_size,
-                "scratch_bytes": info.private_segment_size,
+                **{column: fields[f] for column, f in _KERNEL_COLUMNS},
             }
             for c in KERNELS.column_names:
                 k[c].append(row.get(c))
         for cp in proc.buffer_records.memory_copy:
             if not _timed(cp.start_timestamp, cp.end_timestamp, "memory_copy"):
                 continue
-            s, t = kind_of.get(cp.src_agent_id.handle), kind_of.get(cp.dst_agent_id.handle)
-            kind = f"{s}to{t}" if s and t else "unknown"
+            kind = copy_kind(is_gpu.get(cp.src_agent_id.handle), is_gpu.get(cp.dst_agent_id.handle))
             src, dst = gpu.get(cp.src_agent_id.handle), gpu.get(cp.dst_agent_id.handle)
             row = {
                 "name": f"MEMORY_COPY_{kind}",
@@ -345,7 +374,7 @@ def _read(path: Path) -> TraceTables:
                 "bytes": cp.bytes,
                 "start_ns": cp.start_timestamp,
                 "end_ns": cp.end_timestamp,
-                "device": dst if kind == "HtoD" else src,
+                "device": copy_device(kind, src, dst),
                 "src_device": src,
                 "dst_device": dst,
                 "correlation_id": cp.correlation_id.internal,
@@ -374,7 +403,7 @@ def _read(path: Path) -> TraceTables:
         "tool": "rocprofv3",
         "format": SOURCE,
         "files": [str(path)],
-        "clock": {"unit": "ns", "origin": "rocprofiler timestamp clock (ns since boot)"},
+        "clock": dict(CLOCK),
         "devices": devices,
         "device_ids": "GPU index 0..n-1 in agents order",
         "api_records_not_tabled": api_records,

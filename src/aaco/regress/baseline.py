@@ -15,9 +15,28 @@ from typing import Any
 from aaco import __version__
 from aaco.errors import BundleError, InputError, UsageError
 from aaco.session.bundle import Session, atomic_write_json, read_json, utc_now_iso
+from aaco.session.catalog import run_settings
+from aaco.session.paths import SESSION_FILE
 
 BASELINES_DIR = "baselines"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def config_key(session: Session) -> tuple[Any, ...]:
+    """Model, backend and batch: what must match for two bundles to be compared at all."""
+    meta = session.meta
+    return (
+        (meta.get("model") or {}).get("name"),
+        (meta.get("backend") or {}).get("name"),
+        (meta.get("run") or {}).get("batch"),
+    )
+
+
+def run_key(session: Session) -> tuple[Any, ...]:
+    """``config_key`` plus the run settings that change latency by themselves (threads,
+    input shapes, preprocessing, framework): what runs pooled on one side, sessions of one
+    history and the noise floor's past sessions must share."""
+    return (*config_key(session), run_settings(session.meta))
 
 
 def is_baseline_name(name: str) -> bool:
@@ -90,8 +109,6 @@ def save_baseline(
         raise UsageError("a baseline needs at least one session")
     for s in runs:
         usable_session(s, "session")
-    from aaco.regress.diff import run_key
-
     if len({run_key(s) for s in runs}) > 1:
         raise UsageError(
             "the sessions of one baseline must share model, backend, batch and run settings "
@@ -158,7 +175,7 @@ def _find(root: Path, loc: dict[str, Any]) -> Path | None:
     candidates = [Path(str(loc.get("session_path")))]
     if loc.get("relative_path"):
         candidates.insert(0, root / str(loc["relative_path"]))
-    return next((p for p in candidates if (p / "session.json").is_file()), None)
+    return next((p for p in candidates if (p / SESSION_FILE).is_file()), None)
 
 
 def baseline_sessions(root: Path, record: dict[str, Any]) -> list[Session]:
@@ -198,7 +215,7 @@ def resolve(spec: str, root: Path) -> tuple[list[Session], str | None]:
     if spec == "latest":
         return [Session.load(root / "latest")], None
     p = Path(spec)
-    if (p / "session.json").is_file():
+    if (p / SESSION_FILE).is_file():
         return [Session.load(p)], None
     if is_baseline_name(spec) and baseline_file(root, spec).is_file():
         record = load_baseline(root, spec)

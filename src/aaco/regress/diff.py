@@ -31,14 +31,26 @@ from aaco.analysis.compare import (
     noise_floor,
 )
 from aaco.analysis.evidence import dict_differences, movers, scalar_delta
+from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
+from aaco.analysis.timeline import kernel_summary
 from aaco.errors import BundleError, UsageError
-from aaco.regress.baseline import reference, usable_session
+from aaco.regress.baseline import config_key, reference, run_key, usable_session
+from aaco.report.model import report_ops, session_op_names
+from aaco.report.publish import write_reports
+from aaco.report.regress import verdict_line
+from aaco.session import metadata
 from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
-from aaco.session.catalog import RUN_SETTINGS, run_settings
+from aaco.session.catalog import RUN_SETTINGS
+from aaco.session.paths import (
+    BASELINE_REF_FILE,
+    BOTTLENECK_FILE,
+    DERIVED_METRICS_FILE,
+    DIFF_FILE,
+    MODEL_META_FILE,
+    VERDICT_FILE,
+)
+from aaco.session.schema import INFERENCE_ITERS, KERNELS, OPS, ORT_RUNS, SYSTEM_EVENTS
 
-DIFF_FILE = "regress/diff.json"
-VERDICT_FILE = "regress/verdict.json"
-BASELINE_REF_FILE = "regress/baseline_ref.json"
 DEFAULT_THRESHOLD = 0.03
 HISTORY_WINDOW = 50
 #: the largest equivalence margin a comparison takes (a fraction below 1); a learned floor at
@@ -50,8 +62,12 @@ TOP_MOVERS = 10
 
 EXIT_CODES = {NO_CHANGE: 0, IMPROVEMENT: 0, REGRESSION: 1, INCONCLUSIVE: 3}
 
-#: run settings whose change is a candidate cause by itself
-_RUN_KEYS = ("batch", "threads", "inputs", "preprocess", "framework", "profile_mode")
+
+def _run_keys() -> tuple[str, ...]:
+    """Run settings whose change is a candidate cause by itself: the ``run.`` keys the
+    metadata registry marks as causes (:func:`aaco.session.metadata.causes`)."""
+    return metadata.run_fields(metadata.causes())
+
 
 _RECOMMEND = {
     "configuration change": "The runs were configured differently; rerun the baseline with "
@@ -79,29 +95,12 @@ def measured_latencies(session: Session) -> np.ndarray[Any, Any]:
     """Measured-phase latencies in ms, in iteration order (warmup dropped)."""
     iters = session.iters()
     if iters is None:
-        raise BundleError(f"{session.path}: no metrics/inference_iters.parquet")
+        raise BundleError(f"{session.path}: no {INFERENCE_ITERS.path}")
     measured = iters.filter(pc.equal(iters.column("phase"), "measured")).sort_by("iteration")
     out: np.ndarray[Any, Any] = measured.column("latency_ns").to_numpy().astype(np.float64) / 1e6
     if out.size == 0:
         raise BundleError(f"{session.path}: no measured iterations to compare")
     return out
-
-
-def config_key(session: Session) -> tuple[Any, ...]:
-    """Model, backend and batch: what must match for two bundles to be compared at all."""
-    meta = session.meta
-    return (
-        (meta.get("model") or {}).get("name"),
-        (meta.get("backend") or {}).get("name"),
-        (meta.get("run") or {}).get("batch"),
-    )
-
-
-def run_key(session: Session) -> tuple[Any, ...]:
-    """``config_key`` plus the run settings that change latency by themselves (threads,
-    input shapes, preprocessing, framework): what runs pooled on one side, sessions of one
-    history and the noise floor's past sessions must share."""
-    return (*config_key(session), run_settings(session.meta))
 
 
 def baseline_history(
@@ -142,8 +141,6 @@ def baseline_history(
 def _label_movers(ops: dict[str, Any] | None, baseline: Session, session: Session) -> None:
     """Name each operator mover by its original ONNX node (``label``, ``original_name``;
     :mod:`aaco.analysis.names`), as the session that ran it knows it."""
-    from aaco.report.model import session_op_names
-
     if not ops:
         return
     na, nb = session_op_names(baseline), session_op_names(session)
@@ -152,9 +149,6 @@ def _label_movers(ops: dict[str, Any] | None, baseline: Session, session: Sessio
 
 
 def _op_times(session: Session) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
-    from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
-    from aaco.report.model import report_ops
-
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return {}, {}, {}
@@ -168,9 +162,6 @@ def _op_times(session: Session) -> tuple[dict[str, float], dict[str, str], dict[
 
 
 def _kernel_times(session: Session) -> tuple[dict[str, float], dict[str, Any]]:
-    from aaco.analysis.timeline import kernel_summary
-    from aaco.ingest import DERIVED_METRICS_FILE
-
     kernels = session.table("kernels")
     derived = session.json_file(DERIVED_METRICS_FILE) or {}
     if kernels is None or kernels.num_rows == 0:
@@ -211,70 +202,70 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
             _num(da, "kernels_per_iteration", "mean"),
             _num(db, "kernels_per_iteration", "mean"),
             "kernels",
-            "metrics/derived_metrics.json",
+            DERIVED_METRICS_FILE,
         ),
         "avg_kernel_duration_us": scalar_delta(
-            _mean_kernel_us(baseline), _mean_kernel_us(session), "us", "profiler/kernels.parquet"
+            _mean_kernel_us(baseline), _mean_kernel_us(session), "us", KERNELS.path
         ),
         "gpu_active_ratio": scalar_delta(
             _num(da, "gpu_active_ratio"),
             _num(db, "gpu_active_ratio"),
             "fraction",
-            "metrics/derived_metrics.json",
+            DERIVED_METRICS_FILE,
         ),
         "kar": scalar_delta(
-            _num(da, "kar"), _num(db, "kar"), "kernels per node", "metrics/derived_metrics.json"
+            _num(da, "kar"), _num(db, "kar"), "kernels per node", DERIVED_METRICS_FILE
         ),
         "microkernel_pct": scalar_delta(
             _num(da, "microkernel_pct"),
             _num(db, "microkernel_pct"),
             "%",
-            "metrics/derived_metrics.json",
+            DERIVED_METRICS_FILE,
         ),
         "operator_time_ms_per_iter": scalar_delta(
             _num(pa_, "node_ms_per_iter_p50"),
             _num(pb_, "node_ms_per_iter_p50"),
             "ms",
-            "profiler/ops.parquet",
+            OPS.path,
         ),
         "framework_overhead_ms": scalar_delta(
             _num(pa_, "ort_internal_overhead_ms"),
             _num(pb_, "ort_internal_overhead_ms"),
             "ms",
-            "profiler/ort_runs.parquet",
+            ORT_RUNS.path,
         ),
         "process_cpu_pct": scalar_delta(
             _num(ta, "proc_cpu_pct_mean"),
             _num(tb, "proc_cpu_pct_mean"),
             "%",
-            "telemetry/system_events.parquet",
+            SYSTEM_EVENTS.path,
         ),
         "system_cpu_pct": scalar_delta(
             _num(ta, "sys_cpu_pct_mean"),
             _num(tb, "sys_cpu_pct_mean"),
             "%",
-            "telemetry/system_events.parquet",
+            SYSTEM_EVENTS.path,
         ),
         "involuntary_ctx_switches_per_s": scalar_delta(
             _num(ta, "ctx_switches_involuntary_per_s"),
             _num(tb, "ctx_switches_involuntary_per_s"),
             "1/s",
-            "telemetry/system_events.parquet",
+            SYSTEM_EVENTS.path,
         ),
         "load_1m_max": scalar_delta(
-            _num(ta, "load_1m_max"), _num(tb, "load_1m_max"), "", "telemetry/system_events.parquet"
+            _num(ta, "load_1m_max"), _num(tb, "load_1m_max"), "", SYSTEM_EVENTS.path
         ),
         "cpu_freq_mhz": scalar_delta(
             _num(ta, "cpu_freq_mhz_mean"),
             _num(tb, "cpu_freq_mhz_mean"),
             "MHz",
-            "telemetry/system_events.parquet",
+            SYSTEM_EVENTS.path,
         ),
         "peak_rss_mib": scalar_delta(
             _mib(_num(ta, "proc_rss_peak_bytes")),
             _mib(_num(tb, "proc_rss_peak_bytes")),
             "MiB",
-            "telemetry/system_events.parquet",
+            SYSTEM_EVENTS.path,
         ),
     }
     missing = sorted(k for k, v in scalars.items() if v["delta"] is None)
@@ -290,8 +281,8 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
         missing.append("operators (an operator profile in both sessions)")
     if kernels is None:
         missing.append("kernels (a kernel trace in both sessions)")
-    ba = baseline.json_file("metrics/bottleneck.json") or {}
-    bb = session.json_file("metrics/bottleneck.json") or {}
+    ba = baseline.json_file(BOTTLENECK_FILE) or {}
+    bb = session.json_file(BOTTLENECK_FILE) or {}
     return {
         "scalars": scalars,
         "operators": ops,
@@ -319,7 +310,7 @@ def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
         "same_file": bool(ma.get("sha256")) and ma.get("sha256") == mb.get("sha256"),
         "sha256": {"baseline": ma.get("sha256"), "session": mb.get("sha256")},
         "node_count": scalar_delta(
-            _num(ma, "node_count"), _num(mb, "node_count"), "nodes", "model/model_meta.json"
+            _num(ma, "node_count"), _num(mb, "node_count"), "nodes", MODEL_META_FILE
         ),
         "op_type_count_changes": counts,
     }
@@ -329,12 +320,8 @@ def environment_differences(baseline: Session, session: Session) -> dict[str, An
     """Differences that can explain a change: fingerprint, packages, run settings, env."""
     ea, eb = _dict(baseline.env), _dict(session.env)
     ra, rb = _dict(baseline.meta.get("run")), _dict(session.meta.get("run"))
-    run = [
-        d
-        for d in dict_differences(
-            {k: ra.get(k) for k in _RUN_KEYS}, {k: rb.get(k) for k in _RUN_KEYS}
-        )
-    ]
+    keys = _run_keys()
+    run = dict_differences({k: ra.get(k) for k in keys}, {k: rb.get(k) for k in keys})
     backend = dict_differences(baseline.meta.get("backend"), session.meta.get("backend"))
     return {
         "same_fingerprint": baseline.meta.get("fingerprint") == session.meta.get("fingerprint"),
@@ -754,19 +741,6 @@ def diff_sessions(
     return out
 
 
-def verdict_line(diff: dict[str, Any]) -> str:
-    """``REGRESSION +18.3 % [+15.1, +21.0] p50, high confidence, suspected cause: ...``."""
-    v = diff["verdict"]
-    lo, hi = v["ci_pct"]
-    line = (
-        f"{v['verdict']} {v['latency_delta_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] {v['metric']}, "
-        f"{v['confidence_label']} confidence"
-    )
-    if v["verdict"] in (REGRESSION, INCONCLUSIVE):
-        line += f", suspected cause: {v['suspected_cause'] or 'unknown'}"
-    return line
-
-
 def _verdict_p(c: Comparison) -> float:
     m = c.primary
     if c.verdict == IMPROVEMENT:
@@ -813,6 +787,4 @@ def write_diff(session: Session, diff: dict[str, Any], refresh_reports: bool = T
     atomic_write_json(root / VERDICT_FILE, diff["verdict"])
     atomic_write_json(root / BASELINE_REF_FILE, diff["baseline_ref"])
     if refresh_reports:
-        from aaco.diagnose import write_reports
-
         write_reports(root)

@@ -26,6 +26,7 @@ import yaml
 
 from aaco.errors import InputError, UsageError
 from aaco.session.bundle import Session
+from aaco.session.paths import DERIVED_METRICS_FILE
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -46,8 +47,6 @@ def _lat(key: str) -> Callable[[Session], float | None]:
 
 
 def _derived(key: str) -> Callable[[Session], float | None]:
-    from aaco.ingest import DERIVED_METRICS_FILE
-
     return lambda s: _get(s.json_file(DERIVED_METRICS_FILE), key)
 
 
@@ -76,9 +75,7 @@ METRICS: dict[str, tuple[str, Callable[[Session], float | None]]] = {
     "launch_rate_per_s": ("1/s", _derived("launch_rate_per_s")),
     "kernels_per_iteration": (
         "kernels",
-        lambda s: _get(
-            s.json_file("metrics/derived_metrics.json"), "kernels_per_iteration", "mean"
-        ),
+        lambda s: _get(s.json_file(DERIVED_METRICS_FILE), "kernels_per_iteration", "mean"),
     ),
     "peak_rss_mib": (
         "MiB",

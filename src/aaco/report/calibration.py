@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from aaco.analysis.ceilings import Ceilings, quality_label
 from aaco.report.terminal import render_text
+from aaco.session.calibration import Ceilings, quality_label
 
 __all__ = ["busy_note", "render_calibration", "render_calibrations"]
 

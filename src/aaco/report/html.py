@@ -19,12 +19,14 @@ from markupsafe import Markup
 
 from aaco import __version__
 from aaco.analysis.names import OpNames
-from aaco.diagnose import BACKEND_OF_PROVIDER
+from aaco.analysis.ops import op_aggregates
 from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.base import Renderer
 from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
 from aaco.session.bundle import Session
+from aaco.session.calibration import BACKEND_OF_PROVIDER
+from aaco.session.paths import DIFF_FILE, ROOFLINE_FILE
 
 TOP_BARS = 15
 TIMELINE_X = "s since the first iteration"
@@ -287,8 +289,6 @@ def _icicle(session: Session, report: dict[str, Any], names: OpNames) -> dict[st
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return None
-    from aaco.analysis.ops import op_aggregates
-
     rows = op_aggregates(report_ops(ops), "node_name").to_pylist()
     kmap = session.table("op_kernel_map")
     kernels_by_op: dict[str, list[dict[str, Any]]] = {}
@@ -416,7 +416,7 @@ def build_context(session: Session) -> dict[str, Any]:
         {**p, "label": names.label(str(p.get("name")))}
         if isinstance(p, dict) and p.get("level", "node") == "node" and "label" not in p
         else p
-        for p in (session.json_file("metrics/roofline.json") or {}).get("points") or []
+        for p in (session.json_file(ROOFLINE_FILE) or {}).get("points") or []
     ]
     ceil = roof.get("ceilings") or {}
     flops = ceil.get("flops_per_s")
@@ -438,10 +438,10 @@ def build_context(session: Session) -> dict[str, Any]:
     timeline, timeline_notes = _timeline(session, it)
     regression: dict[str, Any] | None = None
     try:
-        diff = session.json_file("regress/diff.json")
+        diff = session.json_file(DIFF_FILE)
         regression = None if diff is None else _regression(diff)
     except (BundleError, ValueError) as exc:
-        missing["regression"] = f"regress/diff.json is malformed ({exc})"
+        missing["regression"] = f"{DIFF_FILE} is malformed ({exc})"
     env = session.env
     env_rows: list[tuple[str, str]] = []
     if env:
@@ -469,8 +469,6 @@ def build_context(session: Session) -> dict[str, Any]:
 
 
 def _all_ops(session: Session) -> list[dict[str, Any]]:
-    from aaco.analysis.ops import op_aggregates
-
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return []

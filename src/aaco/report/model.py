@@ -10,9 +10,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aaco.analysis.attribution import outermost_ops
 from aaco.analysis.names import OpName, OpNames, op_names
 from aaco.analysis.ops import op_aggregates
+from aaco.analysis.timeline import kernel_summary
 from aaco.session.bundle import Session
+from aaco.session.paths import (
+    ATTRIBUTION_SUMMARY_FILE,
+    BOTTLENECK_FILE,
+    DERIVED_METRICS_FILE,
+    RECOMMENDATIONS_FILE,
+    ROOFLINE_FILE,
+)
 
 REPORT_SCHEMA_VERSION = 1
 TOP_N = 15
@@ -27,8 +36,6 @@ def report_ops(ops: pa.Table) -> pa.Table:
         return (
             ops.filter(pc.equal(ops.column("source"), "onnxruntime")) if len(sources) > 1 else ops
         )
-    from aaco.analysis.attribution import outermost_ops
-
     rows = pa.array(range(ops.num_rows), pa.int64())
     return ops.filter(pc.equal(outermost_ops(ops), rows))
 
@@ -144,9 +151,6 @@ def kernel_section(
     session: Session, top_n: int = TOP_N, names: OpNames | None = None
 ) -> dict[str, Any]:
     """Kernel-level keys of the report; empty lists / nulls when the bundle has no trace."""
-    from aaco.analysis.timeline import kernel_summary
-    from aaco.ingest import ATTRIBUTION_SUMMARY_FILE, DERIVED_METRICS_FILE
-
     kernels = session.table("kernels")
     derived = session.json_file(DERIVED_METRICS_FILE) or {}
     has = kernels is not None and kernels.num_rows > 0
@@ -329,9 +333,9 @@ def diagnosis_section(
     in bundles diagnosed before the files carried them."""
     if names is None:
         names = session_op_names(session)
-    verdict = session.json_file("metrics/bottleneck.json")
-    summary = session.json_file("metrics/roofline.json")
-    recs = session.json_file("metrics/recommendations.json")
+    verdict = session.json_file(BOTTLENECK_FILE)
+    summary = session.json_file(ROOFLINE_FILE)
+    recs = session.json_file(RECOMMENDATIONS_FILE)
     bottleneck = None
     if isinstance(verdict, dict):
         bottleneck = {

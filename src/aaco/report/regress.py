@@ -15,8 +15,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from aaco.regress.diff import verdict_line
+from aaco.analysis.compare import INCONCLUSIVE, REGRESSION
 from aaco.report.terminal import ORT_NAME_WIDTH, fmt_ms
+
+
+def verdict_line(diff: dict[str, Any]) -> str:
+    """``REGRESSION +18.3 % [+15.1, +21.0] p50, high confidence, suspected cause: ...``."""
+    v = diff["verdict"]
+    lo, hi = v["ci_pct"]
+    line = (
+        f"{v['verdict']} {v['latency_delta_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] {v['metric']}, "
+        f"{v['confidence_label']} confidence"
+    )
+    if v["verdict"] in (REGRESSION, INCONCLUSIVE):
+        line += f", suspected cause: {v['suspected_cause'] or 'unknown'}"
+    return line
 
 
 def _pct(v: float | None, digits: int = 1) -> str:

@@ -1,4 +1,4 @@
-"""Start a worker process, watch it (timeout, telemetry), and say how it ended."""
+"""Start a worker process, watch it (timeout, collectors), and say how it ended."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from aaco.collectors.base import Collector
 from aaco.runners.rss import own_peak_rss_bytes, self_max_rss_bytes
 from aaco.runners.spec import MEASURE_FILES, WorkerFiles, WorkerResult
 from aaco.session.bundle import STATUS_COMPLETED, STATUS_FAILED, STATUS_TIMEOUT
@@ -34,8 +35,9 @@ class LaunchOutcome:
     result: WorkerResult | None
     wall_ns: int
     stage: str | None
-    telemetry: pa.Table | None = None
-    telemetry_info: dict[str, Any] = field(default_factory=dict)
+    #: each attached collector's table and its own account of its run, by collector name
+    telemetry: dict[str, pa.Table] = field(default_factory=dict)
+    telemetry_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     # cpu_user_s, cpu_system_s, max_rss_bytes and max_rss_source (worker_peak_rss), and
     # wait4_max_rss_bytes: ru_maxrss as wait4 gave it, which may be the parent's peak
     usage: dict[str, Any] | None = None
@@ -137,12 +139,14 @@ def launch_worker(
     bundle_dir: Path,
     module: str,
     timeout_s: float | None,
-    telemetry_hz: float | None,
+    collectors: Sequence[Callable[[int], Collector]] = (),
     *,
+    args: Sequence[str] = (),
     wrapper: Sequence[str] = (),
     files: WorkerFiles = MEASURE_FILES,
 ) -> LaunchOutcome:
-    """Run ``[*wrapper] python -m <module> <bundle_dir>`` and wait, sampling telemetry about it.
+    """Run ``[*wrapper] python -m <module> <bundle_dir> [*args]`` and wait, with a collector
+    from each of ``collectors`` (a factory given the worker's pid) watching it.
 
     The worker runs in its own process group so a timeout kills it with every thread and
     child it started (a ``wrapper`` such as rocprofv3 included). Its stdout and stderr go
@@ -155,7 +159,7 @@ def launch_worker(
     start = time.perf_counter_ns()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [*wrapper, sys.executable, "-m", module, str(bundle_dir)],
+            [*wrapper, sys.executable, "-m", module, str(bundle_dir), *args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -166,16 +170,14 @@ def launch_worker(
         # time (VmHWM: its ru_maxrss may hold its own parent's), and Popen returns after the
         # exec, so this reading bounds it; off Linux, ru_maxrss is the bound at hand.
         parent_max_rss = own_peak_rss_bytes() or self_max_rss_bytes()
-        sampler = None
-        telemetry_info: dict[str, Any] = {}
+        running: list[Collector] = []
         timed_out = False
         raw_usage: dict[str, float] | None = None
         try:
-            if telemetry_hz:
-                from aaco.collectors.system import SystemSampler
-
-                sampler = SystemSampler(proc.pid, hz=telemetry_hz)
-                sampler.__enter__()
+            for make in collectors:
+                collector = make(proc.pid)
+                collector.start()
+                running.append(collector)
             try:
                 raw_usage = _wait_with_usage(proc, timeout_s)
             except subprocess.TimeoutExpired:
@@ -185,18 +187,13 @@ def launch_worker(
             _kill(proc)
             raise
         finally:
-            if sampler is not None:
-                sampler.__exit__(None, None, None)
+            for collector in running:
+                collector.stop()
     wall = time.perf_counter_ns() - start
-    table = None
-    if sampler is not None:
-        table = sampler.table()
-        telemetry_info = {
-            "hz": telemetry_hz,
-            "samples": sampler.sample_count,
-            "sampler_cpu_s": sampler.overhead_cpu_s,
-            "stopped_reason": sampler.stopped_reason,
-        }
+    tables = {c.name: c.table() for c in running}
+    telemetry_info = {c.name: c.info() for c in running}
+    # the worker's own process sampler: its RSS readings bound the worker's peak below
+    table = next((t for t in tables.values() if "proc_rss_bytes" in t.column_names), None)
     result = None
     if (bundle_dir / files.result).is_file():
         try:
@@ -251,7 +248,7 @@ def launch_worker(
         result=result,
         wall_ns=wall,
         stage=stage,
-        telemetry=table,
+        telemetry=tables,
         telemetry_info=telemetry_info,
         usage=usage,
     )

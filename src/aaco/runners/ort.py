@@ -1,333 +1,338 @@
-"""The ONNX Runtime worker: runs in its own process, times iterations, then profiles a pass.
+"""The ONNX Runtime runner (parent side): resolve the model, its inputs and the execution
+provider; write the graph; after the worker, the optimized graph, the operator profile and
+the GPU kernels ORT profiled. The worker side is :mod:`aaco.runners.ort_worker`.
 
-Started by the parent as ``python -m aaco.runners.ort BUNDLE_DIR``; it reads
-``runtime/worker_spec.json`` and writes ``metrics/inference_iters.parquet``, the raw ORT
-profile, the optimized graph and ``runtime/worker_result.json`` into the bundle's staging
-folder. A crash, hang or out-of-memory kill of this process leaves the parent in charge:
-the parent records what happened.
-
-Measurement protocol:
-  1. session A (no profiling) -> ``warmup`` untimed-for-statistics iterations, then the
-     measured iterations (``iterations``, or until ``duration_s`` has passed), each timed
-     with ``time.perf_counter_ns()`` immediately around ``session.run``;
-  2. session B (``enable_profiling``, same options, optimized graph saved) ->
-     ``profile_warmup`` + ``profile_iterations`` runs, so profiler overhead never touches
-     the latency statistics of step 1.
+``profile_mode="kernels"`` on a ROCm/MIGraphX backend names the rocprofv3 tracer
+(:mod:`aaco.tracers.rocprofv3`): the pipeline re-runs the profiled workload under it.
 """
 
 from __future__ import annotations
 
-import gc
-import json
-import os
-import sys
-import time
-import traceback
-from array import array
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import numpy as np
+import onnxruntime as ort
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from aaco.runners.inputs import feed_value, make_array
-from aaco.runners.preprocess import PREPROCESSORS, Preprocessed, image_input
-from aaco.runners.rss import own_peak_rss_bytes
-from aaco.runners.spec import (
-    OPTIMIZED_MODEL,
-    OPTIMIZED_WEIGHTS,
-    PROFILE_DIR,
-    PROGRESS_FILE,
-    RESULT_FILE,
-    SPEC_FILE,
-    RunSpec,
-    WorkerResult,
+from aaco.analysis.graph import (
+    check_external_data,
+    eliminated_original_nodes,
+    external_data_files,
+    extract_graph,
+    file_sha256,
+    load_model_proto,
+    map_optimized_to_original,
 )
-from aaco.session.bundle import atomic_write_json, write_table
-from aaco.session.schema import INFERENCE_ITERS
+from aaco.analysis.ops import profile_coverage
+from aaco.config import BackendEntry, ModelEntry, Registry, load_registry
+from aaco.errors import InputError, UsageError
+from aaco.importers.ort_profile import parse_ort_profile
+from aaco.ingest import ingest_profile_kernels
+from aaco.models.registry import build_cached
+from aaco.runners.base import Runner, RunOptions, RunPlan, RunStage
+from aaco.runners.inputs import InputSpec, UnresolvedShapes, batch_of, resolve_inputs
+from aaco.runners.launch import LaunchOutcome
+from aaco.runners.preprocess import PREPROCESSORS, image_input
+from aaco.runners.probe import hint_command, probe_shapes
+from aaco.runners.spec import OPTIMIZED_WEIGHTS, RunSpec
+from aaco.session.paths import (
+    MODEL_META_FILE,
+    OPTIMIZED_META_FILE,
+    OPTIMIZED_MODEL,
+    ORT_CONFIG_FILE,
+)
+from aaco.session.schema import TABLES
 
-_OPT_LEVEL_NAMES = {
-    "disable": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "layout": "ORT_ENABLE_LAYOUT",
-    "all": "ORT_ENABLE_ALL",
-}
+__all__ = ["OrtRunner", "ResolvedModel", "check_provider", "resolve_model"]
 
-
-def iters_table(
-    w_starts: array[int],
-    w_ends: array[int],
-    m_starts: array[int],
-    m_ends: array[int],
-    preprocess_ns: np.ndarray | None = None,
-) -> pa.Table:
-    """The ``inference_iters`` table of the warmup and measured calls' clock readings;
-    ``preprocess_ns`` (warmup then measured) when a preprocessing step ran in each call."""
-    starts = np.concatenate([np.frombuffer(w_starts, np.int64), np.frombuffer(m_starts, np.int64)])
-    ends = np.concatenate([np.frombuffer(w_ends, np.int64), np.frombuffer(m_ends, np.int64)])
-    return INFERENCE_ITERS.from_columns(
-        {
-            "phase": pa.concat_arrays(
-                [
-                    pa.repeat(pa.scalar("warmup"), len(w_starts)),
-                    pa.repeat(pa.scalar("measured"), len(m_starts)),
-                ]
-            ),
-            "iteration": np.concatenate(
-                [np.arange(len(w_starts), dtype=np.int32), np.arange(len(m_starts), dtype=np.int32)]
-            ),
-            "start_ns": starts,
-            "end_ns": ends,
-            "latency_ns": ends - starts,
-            "preprocess_ns": preprocess_ns
-            if preprocess_ns is not None
-            else pa.nulls(len(starts), pa.int64()),
-        }
-    )
+DEFAULT_WARMUP = 10
+DEFAULT_ITERATIONS = 100
 
 
-def timing_loop(
-    run: Any, output_names: list[str] | None, feeds: dict[str, Any], n: int
-) -> tuple[array[int], array[int]]:
-    """Time ``n`` calls of ``run``; the only work between the two clock reads is the call.
-
-    Timestamps go to preallocated int64 arrays (8 bytes each, no Python int kept alive), so
-    the worker's memory, which the telemetry reports, is the model's and not AACO's.
-    """
-    clock = time.perf_counter_ns
-    starts = array("q", bytes(8 * n))
-    ends = array("q", bytes(8 * n))
-    for i in range(n):
-        t0 = clock()
-        run(output_names, feeds)
-        t1 = clock()
-        starts[i] = t0
-        ends[i] = t1
-    return starts, ends
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str
+    path: Path
+    source: str  # builtin | file
+    entry: ModelEntry | None
 
 
-def timing_loop_for(
-    run: Any, output_names: list[str] | None, feeds: dict[str, Any], duration_ns: int
-) -> tuple[array[int], array[int]]:
-    """Time calls of ``run`` until ``duration_ns`` has passed (at least one call)."""
-    clock = time.perf_counter_ns
-    starts = array("q")
-    ends = array("q")
-    deadline = clock() + duration_ns
-    t1 = 0
-    while t1 < deadline:
-        t0 = clock()
-        run(output_names, feeds)
-        t1 = clock()
-        starts.append(t0)
-        ends.append(t1)
-    return starts, ends
+def resolve_model(spec: str, registry: Registry) -> ResolvedModel:
+    """A registry name or a path to an ONNX file; builds built-in models on first use."""
+    p = Path(spec).expanduser()
+    looks_like_path = spec.endswith(".onnx") or "/" in spec or p.is_file()
+    if looks_like_path and spec not in registry.models:
+        if not p.exists():
+            raise InputError(f"model file not found: {spec}")
+        if p.is_dir():
+            raise InputError(f"{spec}: is a directory, expected an .onnx file")
+        return ResolvedModel(name=p.stem, path=p.resolve(), source="file", entry=None)
+    entry = registry.model(spec)
+    if entry.builder is not None:
+        params = dict(entry.params)
+        if entry.dtype is not None and "dtype" not in params:
+            params["dtype"] = entry.dtype
+        path = build_cached(entry.builder, params)
+        return ResolvedModel(name=entry.name, path=path, source="builtin", entry=entry)
+    assert entry.path is not None
+    if not entry.path.exists():
+        raise InputError(f"model {spec!r}: file not found: {entry.path} (from {entry.origin})")
+    return ResolvedModel(name=entry.name, path=entry.path.resolve(), source="registry", entry=entry)
 
 
-class _Progress:
-    """Appends one JSON line per stage so the parent knows how far a dead worker got."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", buffering=1)
-
-    def stage(self, name: str, **extra: Any) -> None:
-        self._fh.write(json.dumps({"stage": name, "ts_ns": time.perf_counter_ns(), **extra}) + "\n")
-        self._fh.flush()
-
-
-def _session_options(spec: RunSpec, ort: Any) -> Any:
-    so = ort.SessionOptions()
-    b = spec.backend
-    threads = spec.threads if spec.threads is not None else b.intra_op_threads
-    if threads is not None:
-        so.intra_op_num_threads = threads
-    if b.inter_op_threads is not None:
-        so.inter_op_num_threads = b.inter_op_threads
-    level = getattr(ort.GraphOptimizationLevel, _OPT_LEVEL_NAMES[b.graph_optimization_level], None)
-    so.graph_optimization_level = (
-        level if level is not None else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    )
-    so.execution_mode = (
-        ort.ExecutionMode.ORT_PARALLEL
-        if b.execution_mode == "parallel"
-        else ort.ExecutionMode.ORT_SEQUENTIAL
-    )
-    so.log_severity_level = 3  # errors only: warnings would flood the worker log
-    return so
+def check_provider(backend: BackendEntry) -> tuple[list[str], list[str]]:
+    """(available providers, fallbacks kept); error when the backend's provider is missing."""
+    available = list(ort.get_available_providers())
+    if backend.provider not in available:
+        raise UsageError(
+            f"backend {backend.name!r} needs {backend.provider}, which this onnxruntime "
+            f"{ort.__version__} does not provide; available: {', '.join(available)}"
+        )
+    fallbacks = [p for p in backend.fallback_providers if p in available and p != backend.provider]
+    return available, fallbacks
 
 
-def _providers(spec: RunSpec) -> tuple[list[str], list[dict[str, Any]]]:
-    names = [spec.backend.provider, *spec.backend.fallback_providers]
-    options: list[dict[str, Any]] = [
-        {k: str(v) for k, v in spec.backend.provider_options.items()}
-    ] + [{} for _ in spec.backend.fallback_providers]
-    return names, options
+@dataclass
+class _OrtState:
+    model: ResolvedModel
+    backend: BackendEntry
+    proto: Any
+    inputs: list[InputSpec]
+    spec: RunSpec | None = None
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    first = text.splitlines()[0] if text else text
-    # ORT prefixes messages with "[ONNXRuntimeError] : 10 : INVALID_GRAPH : "; keep the reason.
-    if first.startswith("[ONNXRuntimeError]"):
-        parts = first.split(" : ", 3)
-        first = parts[-1] if len(parts) == 4 else first
-    return first[:400]
+class OrtRunner(Runner):
+    """Any ONNX model on any ONNX Runtime execution provider (``--backend``)."""
 
+    name: ClassVar[str] = "onnxruntime"
+    description: ClassVar[str] = "ONNX Runtime, any execution provider (--backend)"
+    workload: ClassVar[str] = "aaco.runners.ort_worker:OrtWorkload"
 
-def run_worker(bundle_dir: Path) -> WorkerResult:
-    """Run the spec found in ``bundle_dir``; always returns a result, never raises."""
-    result = WorkerResult()
-    progress = _Progress(bundle_dir / PROGRESS_FILE)
-    try:
-        spec = RunSpec.from_json(json.loads((bundle_dir / SPEC_FILE).read_text()))
-        _run(spec, bundle_dir, result, progress)
-        result.status = "completed"
-        result.stage = "done"
-        progress.stage("done")
-    except Exception as exc:
-        result.status = "failed"
-        result.error_type = type(exc).__name__
-        result.error = _one_line(exc)
-        if result.stage == "load":
-            result.error = f"onnxruntime rejected the model: {result.error}"
-        (bundle_dir / "runtime").mkdir(parents=True, exist_ok=True)
-        with (bundle_dir / "runtime" / "worker_traceback.txt").open("w") as fh:
-            traceback.print_exc(file=fh)
-    result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
-    atomic_write_json(bundle_dir / RESULT_FILE, result.to_json())
-    return result
+    def validate(self, opts: RunOptions) -> None:
+        if opts.preprocess is not None and opts.preprocess not in ("none", *PREPROCESSORS):
+            valid = ", ".join(["none", *PREPROCESSORS])
+            raise UsageError(f"unknown --preprocess {opts.preprocess!r}; valid: {valid}")
+        if opts.device is not None:
+            raise UsageError(
+                "--device applies to --framework torch; ONNX Runtime picks its device "
+                "with --backend"
+            )
+        if opts.compile:
+            raise UsageError("--compile applies to --framework torch")
 
-
-def _run(spec: RunSpec, bundle_dir: Path, result: WorkerResult, progress: _Progress) -> None:
-    import onnxruntime as ort
-
-    names, options = _providers(spec)
-    result.providers_requested = names
-    result.stage = "load"
-    progress.stage("load")
-    so = _session_options(spec, ort)
-    t0 = time.perf_counter_ns()
-    sess = ort.InferenceSession(
-        spec.model_path, sess_options=so, providers=names, provider_options=options
-    )
-    result.load_time_ns = time.perf_counter_ns() - t0
-    result.providers_active = list(sess.get_providers())
-    result.session_options = {
-        "intra_op_num_threads": so.intra_op_num_threads,
-        "inter_op_num_threads": so.inter_op_num_threads,
-        "graph_optimization_level": str(so.graph_optimization_level).rsplit(".", 1)[-1],
-        "execution_mode": str(so.execution_mode).rsplit(".", 1)[-1],
-        "provider_options": sess.get_provider_options(),
-    }
-
-    result.stage = "inputs"
-    rng = np.random.default_rng(spec.seed)
-    feeds = {i.name: feed_value(i, make_array(i, rng)) for i in spec.inputs}
-    output_names = [o.name for o in sess.get_outputs()]
-    run: Any = sess.run
-    pre: Preprocessed | None = None
-    if spec.preprocess:
-        target = image_input(spec.inputs)
-        step = PREPROCESSORS[spec.preprocess](target.shape, spec.seed)
-        run = pre = Preprocessed(sess.run, step, target.name)
-
-    result.stage = "warmup"
-    progress.stage("warmup")
-    w_starts, w_ends = timing_loop(run, output_names, feeds, spec.warmup)
-    if spec.warmup:
-        result.phases["warmup"] = [w_starts[0], w_ends[-1]]
-    result.warmup_iterations = spec.warmup
-
-    result.stage = "measure"
-    progress.stage("measure")
-    # A collection in the middle of the loop would be charged to one unlucky iteration.
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        if spec.duration_s is not None:
-            m_starts, m_ends = timing_loop_for(run, output_names, feeds, int(spec.duration_s * 1e9))
+    def plan(self, opts: RunOptions) -> RunPlan:
+        registry = load_registry(opts.config_dir)
+        backend = registry.backend(opts.backend or "cpu")
+        available, fallbacks = check_provider(backend)
+        tracer = None
+        if opts.profile_mode == "kernels":
+            tracer = opts.tracer or "rocprofv3"
+        backend = dataclasses.replace(backend, fallback_providers=tuple(fallbacks))
+        model = resolve_model(opts.model, registry)
+        proto = load_model_proto(model.path)
+        check_external_data(proto, model.path)
+        entry = model.entry
+        try:
+            inputs = resolve_inputs(
+                proto,
+                user_shapes=opts.shapes,
+                registry_shapes=entry.input_shapes if entry else None,
+                batch=opts.batch,
+                int_range=opts.int_range,
+                values=opts.values,
+            )
+        except UnresolvedShapes as exc:
+            raise UsageError(_open_shapes_hint(exc, model, proto, opts)) from None
+        warmup = (
+            opts.warmup
+            if opts.warmup is not None
+            else (entry.warmup if entry and entry.warmup is not None else DEFAULT_WARMUP)
+        )
+        iterations: int | None = None
+        if opts.duration_s is None:
+            iterations = opts.iterations or (
+                entry.iterations if entry and entry.iterations else DEFAULT_ITERATIONS
+            )
+        preprocess = opts.preprocess or (entry.preprocess if entry else None)
+        if preprocess == "none":
+            preprocess = None
+        if preprocess is not None:
+            image_input(inputs)  # a UsageError, before any bundle exists, when it cannot apply
+        if opts.batch is not None:
+            # --batch was applied (resolve_inputs refuses it otherwise); it is the items per
+            # iteration only when every input carries it as its leading dimension.
+            leading = {i.shape[0] for i in inputs if i.shape}
+            batch = opts.batch if leading == {opts.batch} else None
         else:
-            m_starts, m_ends = timing_loop(run, output_names, feeds, spec.iterations or 0)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    if m_starts:
-        result.phases["measured"] = [m_starts[0], m_ends[-1]]
-    result.measured_iterations = len(m_starts)
-    pre_ns = np.frombuffer(pre.times, np.int64).copy() if pre is not None else None
-    write_table(
-        bundle_dir / INFERENCE_ITERS.path,
-        iters_table(w_starts, w_ends, m_starts, m_ends, pre_ns),
+            batch = batch_of(inputs)
+        return RunPlan(
+            model={"name": model.name, "path": str(model.path), "source": model.source},
+            backend={"name": backend.name, "provider": backend.provider},
+            spec={
+                "model_path": str(model.path),
+                "inputs": [i.to_json() for i in inputs],
+                "backend": backend.to_json(),
+                "preprocess": preprocess,
+            },
+            warmup=warmup,
+            iterations=iterations,
+            inputs=[i.to_json() for i in inputs],
+            batch=batch,
+            run={"preprocess": preprocess},
+            providers=available,
+            tracer=tracer,
+            tracer_target=backend.provider,
+            state=_OrtState(model, backend, proto, inputs),
+        )
+
+    def before_worker(self, plan: RunPlan, stage: RunStage) -> None:
+        state: _OrtState = plan.state
+        stage.attempt("graph", _write_graph, stage, state.model, state.proto, state.inputs)
+
+    def finish(
+        self, plan: RunPlan, outcome: LaunchOutcome, stage: RunStage, summary: dict[str, Any]
+    ) -> None:
+        state: _OrtState = plan.state
+        spec = RunSpec.from_json(plan.spec)
+        result = outcome.result
+        if result is not None:
+            stage.write_json(
+                ORT_CONFIG_FILE,
+                {
+                    "backend": spec.backend.to_json(),
+                    "providers_requested": result.get("providers_requested", []),
+                    "providers_active": result.get("providers_active", []),
+                    "session_options": result.get("session_options", {}),
+                    "model_load_ms": result.load_time_ns / 1e6 if result.load_time_ns else None,
+                    "optimized_model": result.get("optimized_model"),
+                },
+            )
+            stage.update("backend", providers_active=result.get("providers_active", []))
+
+        mapping = None
+        if result is not None and result.get("optimized_model"):
+            mapping = stage.attempt(
+                "optimized_graph", _add_optimized_graph, stage, state.proto, spec
+            )
+        # The optimized graph's weights are a copy of the model's (hundreds of MB for an
+        # LLM): the bundle keeps the graph and drops them, whether or not the run got here.
+        (stage.path / Path(OPTIMIZED_MODEL).parent / OPTIMIZED_WEIGHTS).unlink(missing_ok=True)
+        if result is None or not result.get("profile_file"):
+            return
+        profile = stage.attempt(
+            "profile_parse",
+            parse_ort_profile,
+            stage.path / result.get("profile_file"),
+            spec.profile_warmup,
+            mapping,
+        )
+        if profile is None:
+            return
+        runs = _with_wall_times(profile.runs, result, spec.profile_warmup)
+        stage.write_table("ops", profile.ops)
+        stage.write_table("ort_runs", runs)
+        lat = summary.get("latency_ms") or {}
+        summary["profile"] = profile_coverage(profile.ops, runs, lat.get("mean"), lat.get("p50"))
+        summary["profile"]["session_events_ms"] = {
+            k: v / 1e6 for k, v in profile.session_events.items()
+        }
+        if profile.kernels.num_rows or profile.memcpy.num_rows:
+            # a CUDA/ROCm EP build with GPU profiling: the kernels' durations are the
+            # device time the roofline sets against the GPU's ceilings
+            stage.attempt(
+                "profile_kernels",
+                ingest_profile_kernels,
+                stage.path,
+                profile.kernels,
+                profile.memcpy,
+                profile.ops,
+            )
+
+
+def _open_shapes_hint(
+    exc: UnresolvedShapes, model: ResolvedModel, proto: Any, opts: RunOptions
+) -> str:
+    """The open-dimension error with a command that runs: candidate shapes are tried on the
+    model (:mod:`aaco.runners.probe`) and the first that ran goes into the command line."""
+    found = probe_shapes(
+        model.path,
+        proto,
+        exc,
+        int_range=opts.int_range,
+        values=opts.values,
+        seed=opts.seed,
+        timeout_s=min(opts.timeout_s or 120.0, 120.0),
     )
-    del sess
+    message = str(exc).split("; give ", 1)[0]
+    if found.shapes is not None:
+        open_inputs = dict.fromkeys(od.input for od in exc.open_dims)
+        shapes = {name: found.shapes[name] for name in open_inputs}
+        argv = list(opts.argv) if opts.argv else ["aaco", "run", "--model", opts.model]
+        return f"{message}; it runs with: {hint_command(argv, shapes)}"
+    why = found.errors[0] if found.errors else "no candidate could be tried"
+    return (
+        f"{exc!s} (none of the {found.tried} shapes AACO tried ran; the first failed with: {why})"
+    )
 
-    if spec.profile:
-        result.stage = "profile"
-        progress.stage("profile")
-        _profile_pass(spec, bundle_dir, result, feeds, output_names, ort)
 
-
-def _profile_pass(
-    spec: RunSpec,
-    bundle_dir: Path,
-    result: WorkerResult,
-    feeds: dict[str, Any],
-    output_names: list[str],
-    ort: Any,
+def _write_graph(
+    writer: RunStage, model: ResolvedModel, proto: Any, inputs: Sequence[InputSpec]
 ) -> None:
-    names, options = _providers(spec)
-    profile_dir = bundle_dir / PROFILE_DIR
-    profile_dir.mkdir(parents=True, exist_ok=True)
-    so = _session_options(spec, ort)
-    so.enable_profiling = True
-    so.profile_file_prefix = str(profile_dir / "ort_profile")
-    optimized = bundle_dir / OPTIMIZED_MODEL
-    optimized.parent.mkdir(parents=True, exist_ok=True)
-    so.optimized_model_filepath = str(optimized)
-    so.add_session_config_entry(
-        "session.optimized_model_external_initializers_file_name", OPTIMIZED_WEIGHTS
+    info = extract_graph(proto, {i.name: list(i.shape) for i in inputs}, graph_label="original")
+    meta = dict(info.meta)
+    meta["path"] = str(model.path)
+    meta["name"] = model.name
+    meta["source"] = model.source
+    meta["file_bytes"] = model.path.stat().st_size
+    meta["sha256"] = file_sha256(model.path)
+    meta["external_data"] = [
+        {"file": f.name, "bytes": f.stat().st_size, "sha256": file_sha256(f)}
+        for f in external_data_files(proto, model.path)
+    ]
+    if model.entry is not None and model.entry.builder is not None:
+        meta["builder"] = {"name": model.entry.builder, "params": model.entry.params}
+    writer.write_json(MODEL_META_FILE, meta)
+    writer.write_table("graph_nodes", info.nodes)
+    writer.write_table("graph_edges", info.edges)
+
+
+def _add_optimized_graph(
+    writer: RunStage, proto: Any, spec: RunSpec
+) -> dict[str, list[str] | None]:
+    """Add the graph ORT executed to graph_nodes, each node mapped to the original nodes it
+    stands for; write its metadata and the original nodes ORT eliminated."""
+    optimized = load_model_proto(writer.path / OPTIMIZED_MODEL)
+    mapping = map_optimized_to_original(proto, optimized)
+    info = extract_graph(
+        optimized,
+        {i.name: list(i.shape) for i in spec.inputs},
+        graph_label="optimized",
+        original_map=mapping,
+        # ORT saves surviving nodes without names but profiles them as <op>_<original index>
+        reference=proto,
     )
-    so.add_session_config_entry(
-        "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
-    )
-    try:
-        sess = ort.InferenceSession(
-            spec.model_path, sess_options=so, providers=names, provider_options=options
-        )
-    except Exception as exc:
-        # Some providers cannot serialise their compiled graph; profile without it.
-        result.failures.append({"stage": "save_optimized_model", "error": _one_line(exc)})
-        optimized.unlink(missing_ok=True)
-        (optimized.parent / OPTIMIZED_WEIGHTS).unlink(missing_ok=True)
-        so = _session_options(spec, ort)
-        so.enable_profiling = True
-        so.profile_file_prefix = str(profile_dir / "ort_profile")
-        sess = ort.InferenceSession(
-            spec.model_path, sess_options=so, providers=names, provider_options=options
-        )
-    if optimized.is_file():
-        result.optimized_model = OPTIMIZED_MODEL
-    runs = spec.profile_warmup + spec.profile_iterations
-    starts, ends = timing_loop(sess.run, output_names, feeds, runs)
-    path = Path(sess.end_profiling())
-    result.phases["profile"] = [starts[0], ends[-1]]
-    result.profile_runs = runs
-    result.profile_wall_ns = [e - s for s, e in zip(starts, ends, strict=True)]
-    del sess
-    result.profile_file = os.path.relpath(path.resolve(), bundle_dir.resolve())
+    meta = dict(info.meta)
+    meta["eliminated_original_nodes"] = eliminated_original_nodes(proto, optimized)
+    meta["unmapped_nodes"] = sorted(k for k, v in mapping.items() if v is None)
+    meta["weights_kept"] = False  # see OrtRunner.finish
+    writer.write_json(OPTIMIZED_META_FILE, meta)
+    nodes_file = writer.path / TABLES["graph_nodes"].path
+    nodes = info.nodes
+    if nodes_file.is_file():
+        nodes = pa.concat_tables([pq.read_table(nodes_file), info.nodes])
+    writer.write_table("graph_nodes", nodes)
+    return mapping
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m aaco.runners.ort BUNDLE_DIR", file=sys.stderr)
-        return 2
-    result = run_worker(Path(args[0]))
-    return 0 if result.status == "completed" else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _with_wall_times(runs: pa.Table, result: Any, skip: int) -> pa.Table:
+    """Attach the worker's wall time of each profiled run, matched by order; left null when
+    the profile's run count does not match the runs the worker made."""
+    walls = list(result.profile_wall_ns)
+    if len(walls) != result.profile_runs or runs.num_rows != len(walls) - skip:
+        return runs
+    idx = runs.schema.get_field_index("wall_ns")
+    return runs.set_column(idx, "wall_ns", pa.array(walls[skip:], pa.int64()))

@@ -13,17 +13,38 @@ from typing import Any
 
 from aaco.config import BackendEntry
 from aaco.runners.inputs import InputSpec
+from aaco.session.paths import (
+    CAPTURE_LOG_FILE,
+    CAPTURE_PROGRESS_FILE,
+    CAPTURE_RESULT_FILE,
+    LOG_FILE,
+    OPTIMIZED_MODEL,
+    OPTIMIZED_WEIGHTS,
+    PROFILE_DIR,
+    PROGRESS_FILE,
+    RESULT_FILE,
+    SPEC_FILE,
+    TORCH_TRACE,
+)
 
-SPEC_FILE = "runtime/worker_spec.json"
-RESULT_FILE = "runtime/worker_result.json"
-PROGRESS_FILE = "runtime/worker_progress.jsonl"
-LOG_FILE = "runtime/worker.log"
-PROFILE_DIR = "profiler/ort_profile_raw"
-OPTIMIZED_MODEL = "model/optimized.onnx"
-# Initializers of the optimized graph go to this file next to it; the parent deletes it.
-OPTIMIZED_WEIGHTS = "optimized.weights"
-#: the PyTorch profiler's Chrome trace (gzip), written by the torch worker
-TORCH_TRACE = "profiler/torch_trace.json.gz"
+# the worker's files are bundle paths (aaco.session.paths), named here for the worker code
+__all__ = [
+    "CAPTURE_FILES",
+    "COMMON_RESULT_FIELDS",
+    "LOG_FILE",
+    "MEASURE_FILES",
+    "OPTIMIZED_MODEL",
+    "OPTIMIZED_WEIGHTS",
+    "PROFILE_DIR",
+    "PROGRESS_FILE",
+    "RESULT_FILE",
+    "SPEC_FILE",
+    "TORCH_TRACE",
+    "RunSpec",
+    "TorchRunSpec",
+    "WorkerFiles",
+    "WorkerResult",
+]
 
 
 @dataclass(frozen=True)
@@ -41,9 +62,7 @@ class WorkerFiles:
 
 MEASURE_FILES = WorkerFiles()
 CAPTURE_FILES = WorkerFiles(
-    result="runtime/capture_result.json",
-    progress="runtime/capture_progress.jsonl",
-    log="runtime/capture.log",
+    result=CAPTURE_RESULT_FILE, progress=CAPTURE_PROGRESS_FILE, log=CAPTURE_LOG_FILE
 )
 
 
@@ -141,40 +160,62 @@ class TorchRunSpec:
         return cls(**kw)
 
 
+#: WorkerResult fields every worker writes; anything else in worker_result.json is the
+#: runner's own (``WorkerResult.extra``: ONNX Runtime's providers and profile file, PyTorch's
+#: framework info and trace file, ...), written flat beside them.
+COMMON_RESULT_FIELDS = (
+    "status",
+    "stage",
+    "error",
+    "error_type",
+    "phases",
+    "measured_iterations",
+    "warmup_iterations",
+    "profile_runs",
+    "profile_wall_ns",
+    "load_time_ns",
+    "failures",
+    "peak_rss_bytes",
+)
+
+
 @dataclass
 class WorkerResult:
-    """The worker's own account of the run; the parent adds what it saw from outside."""
+    """The worker's own account of the run; the parent adds what it saw from outside.
+
+    The fields are what the harness (:mod:`aaco.runners.harness`) records for every runner;
+    ``extra`` holds what one runner adds. On disk both are one flat JSON object.
+    """
 
     status: str = "failed"  # completed | failed
     stage: str = "start"  # the stage reached: start, load, inputs, warmup, measure, profile, done
     error: str | None = None
     error_type: str | None = None
-    providers_requested: list[str] = field(default_factory=list)
-    providers_active: list[str] = field(default_factory=list)
-    session_options: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, list[int]] = field(default_factory=dict)
     measured_iterations: int = 0
     warmup_iterations: int = 0
-    profile_file: str | None = None
     profile_runs: int = 0
     profile_wall_ns: list[int] = field(default_factory=list)
-    optimized_model: str | None = None
     load_time_ns: int | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
-    # PyTorch worker only: versions and device, the first (compiling) call, inputs seen
-    framework_info: dict[str, Any] = field(default_factory=dict)
-    compile_time_ns: int | None = None
-    trace_file: str | None = None
-    batch: int | None = None
-    inputs: list[dict[str, Any]] = field(default_factory=list)
     # The worker's own peak RSS in bytes, read by the worker as it ends (VmHWM, see
     # aaco.runners.rss); None where the system does not say, or from an older worker.
     peak_rss_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A runner's own field (``extra``), or ``default``."""
+        return self.extra.get(key, default)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        extra = d.pop("extra")
+        return {**{k: v for k, v in extra.items() if k not in d}, **d}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> WorkerResult:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
+        known = set(COMMON_RESULT_FIELDS)
+        return cls(
+            **{k: v for k, v in d.items() if k in known},
+            extra={k: v for k, v in d.items() if k not in known and k != "extra"},
+        )

@@ -11,8 +11,9 @@ Layout (format_version 1)::
     metrics/inference_iters.parquet  metrics/inference_summary.json
     report/
 
-Room is kept for ``profiler/kernels.parquet``, ``attribution/``, ``metrics/derived_metrics.json``,
-``metrics/bottleneck.json``, ``regress/`` and ``telemetry/gpu_events.parquet``.
+Room is kept for ``profiler/kernels.parquet``, ``attribution/``, the derived metrics and the
+diagnosis under ``metrics/``, ``regress/`` and ``telemetry/gpu_events.parquet``; every JSON
+file's path is named in :mod:`aaco.session.paths`.
 
 A bundle is built in a hidden staging folder (``.<id>.partial``) and renamed into place
 when the run ends, whatever its status, so a folder without the dot is never half-written.
@@ -40,11 +41,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aaco.errors import BundleError, InputError
+from aaco.session.paths import (
+    ENV_FILE,
+    INFERENCE_SUMMARY_FILE,
+    MODEL_META_FILE,
+    ORT_CONFIG_FILE,
+    SESSION_FILE,
+)
 from aaco.session.schema import TABLES, TableSpec
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
-SESSION_FILE = "session.json"
 LATEST = "latest"
 # session.json fields whose type readers rely on; a bundle with another type is malformed
 _OBJECT_FIELDS = ("model", "backend", "run", "clock", "phases", "worker", "telemetry")
@@ -224,7 +231,7 @@ class Session:
     def env(self) -> dict[str, Any] | None:
         """env.json; a section that is not an object (one odd value of the machine's
         description) reads as absent, unknown, rather than rejecting the bundle."""
-        data = self._json_object("env.json")
+        data = self._json_object(ENV_FILE)
         if not data:
             return data
         odd = [
@@ -235,18 +242,18 @@ class Session:
     @property
     def summary(self) -> dict[str, Any] | None:
         return self._json_object(
-            "metrics/inference_summary.json",
+            INFERENCE_SUMMARY_FILE,
             objects=("throughput", "telemetry", "warmup", "noise", "profile", "worker"),
             numbers=("latency_ms",),
         )
 
     @property
     def model_meta(self) -> dict[str, Any] | None:
-        return self._json_object("model/model_meta.json")
+        return self._json_object(MODEL_META_FILE)
 
     @property
     def ort_config(self) -> dict[str, Any] | None:
-        return self._json_object("runtime/ort_config.json")
+        return self._json_object(ORT_CONFIG_FILE)
 
     # -- tables ---------------------------------------------------------------------------
     def has_table(self, name: str) -> bool:

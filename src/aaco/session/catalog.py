@@ -8,18 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from aaco.errors import BundleError
+from aaco.session import metadata
 from aaco.session.bundle import Session, iter_sessions
 
 #: run settings that change the measured latencies themselves (the profiled pass is apart):
-#: runs of one configuration, pooled or charted together, must share them
-RUN_SETTINGS = ("batch", "threads", "inputs", "preprocess", "framework", "device", "compile")
+#: runs of one configuration, pooled or charted together, must share them; the ``run.``
+#: keys of the metadata registry's settings (:func:`aaco.session.metadata.settings`)
+RUN_SETTINGS = metadata.run_fields(metadata.settings())
 
 
 def run_settings(meta: dict[str, Any]) -> str:
     """The ``RUN_SETTINGS`` of a bundle's ``session.json``, as one comparable string."""
-    run = meta.get("run")
-    run = run if isinstance(run, dict) else {}
-    return json.dumps({k: run.get(k) for k in RUN_SETTINGS}, sort_keys=True, default=str)
+    values = {k: metadata.get(meta, f"run.{k}") for k in RUN_SETTINGS}
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 def session_row(session: Session) -> dict[str, Any]:
@@ -29,14 +30,15 @@ def session_row(session: Session) -> dict[str, Any]:
     lat, thr = summary.get("latency_ms") or {}, summary.get("throughput") or {}
     if not isinstance(lat, dict) or not isinstance(thr, dict):
         raise BundleError(f"{session.path}: inference_summary.json is malformed")
+    get = metadata.get
     return {
         "id": session.session_id,
         "path": str(session.path),
-        "created_utc": meta.get("created_utc"),
-        "model": (meta.get("model") or {}).get("name"),
-        "backend": (meta.get("backend") or {}).get("name"),
-        "batch": (meta.get("run") or {}).get("batch"),
-        "tag": meta.get("tag"),
+        "created_utc": get(meta, "created_utc"),
+        "model": get(meta, "model.name"),
+        "backend": get(meta, "backend.name"),
+        "batch": get(meta, "run.batch"),
+        "tag": get(meta, "tag"),
         "status": session.status,
         "p50_ms": lat.get("p50"),
         "p90_ms": lat.get("p90"),
@@ -44,10 +46,10 @@ def session_row(session: Session) -> dict[str, Any]:
         "iterations": lat.get("count"),
         "throughput": thr.get("items_per_s"),
         "iterations_per_s": thr.get("iterations_per_s"),
-        "fingerprint": meta.get("fingerprint"),
-        "threads": (meta.get("run") or {}).get("threads"),
-        "preprocess": (meta.get("run") or {}).get("preprocess"),
-        "framework": (meta.get("run") or {}).get("framework"),
+        "fingerprint": get(meta, "fingerprint"),
+        "threads": get(meta, "run.threads"),
+        "preprocess": get(meta, "run.preprocess"),
+        "framework": get(meta, "run.framework"),
         "settings": run_settings(meta),
     }
 

@@ -41,9 +41,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aaco.regress.diff import DEFAULT_THRESHOLD
+from aaco.regress.baseline import (
+    baseline_file,
+    baseline_sessions,
+    is_baseline_name,
+    list_baselines,
+    load_baseline,
+)
+from aaco.regress.diff import DEFAULT_THRESHOLD, diff_sessions
+from aaco.regress.history import history as build_history
+from aaco.report.model import build_report
+from aaco.report.renderers import get_renderer_class
 from aaco.session.bundle import LATEST, Session, iter_sessions, resolve_latest
+from aaco.session.catalog import list_sessions, session_row
 from aaco.session.schema import TABLES
+from aaco.web import pages
 
 # matched with fullmatch: ``$`` would also accept a trailing newline
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
@@ -188,8 +200,6 @@ def _find(root: Path, session_id: str) -> Session:
 
 
 def _rows(root: Path) -> list[dict[str, Any]]:
-    from aaco.session.catalog import list_sessions
-
     rows = list_sessions(root)
     for r in rows:
         r.pop("path", None)  # the API speaks ids, not server paths
@@ -339,8 +349,6 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
     @app.get("/sessions/{session_id}", tags=["sessions"], responses=_responses(*_ALL))
     def session(session_id: SessionId) -> dict[str, Any]:
         """A session's metadata (session.json) and headline numbers."""
-        from aaco.session.catalog import session_row
-
         s = _find(root, session_id)
         row = session_row(s)
         row.pop("path", None)
@@ -350,8 +358,6 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
 
     @app.get("/sessions/{session_id}/report.json", tags=["reports"], responses=_responses(*_ALL))
     def report_json(session_id: SessionId) -> dict[str, Any]:
-        from aaco.report.model import build_report
-
         report = build_report(_find(root, session_id))
         report["session"].pop("path", None)
         out: dict[str, Any] = scrub.json(report)
@@ -364,9 +370,8 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         responses=_responses(*_ALL),
     )
     def report_html(session_id: SessionId) -> HTMLResponse:
-        from aaco.report.html import HtmlRenderer
-
-        return HTMLResponse(scrub.html(HtmlRenderer().render(_find(root, session_id))))
+        page = get_renderer_class("html")().render(_find(root, session_id))
+        return HTMLResponse(scrub.html(page))
 
     @app.get(
         "/sessions/{session_id}/tables/{name}",
@@ -416,13 +421,6 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
     def diff(body: DiffRequest) -> dict[str, Any]:
         """Compare sessions (ids, `latest`, or a saved baseline name for ``baseline``); nothing
         is written."""
-        from aaco.regress.baseline import (
-            baseline_file,
-            baseline_sessions,
-            is_baseline_name,
-            load_baseline,
-        )
-        from aaco.regress.diff import diff_sessions
 
         def ids(v: str | list[str]) -> list[str]:
             return [v] if isinstance(v, str) else v
@@ -462,9 +460,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         model: str | None = None, backend: str | None = None, tag: str | None = None
     ) -> list[dict[str, Any]]:
         """Sessions of each configuration over time with their change points."""
-        from aaco.regress.history import history as build
-
-        groups: list[dict[str, Any]] = build(root, model=model, backend=backend, tag=tag)
+        groups: list[dict[str, Any]] = build_history(root, model=model, backend=backend, tag=tag)
         for g in groups:
             for r in g["sessions"]:
                 r.pop("path", None)
@@ -473,8 +469,6 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
 
     @app.get("/baselines", tags=["regression"], responses=_responses(401, 422))
     def baselines() -> list[dict[str, Any]]:
-        from aaco.regress.baseline import list_baselines
-
         out = list_baselines(root)
         for b in out:
             b.pop("session_path", None)
@@ -484,8 +478,6 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         return scrubbed
 
     # -- dashboard --------------------------------------------------------------------------
-    from aaco.web import pages
-
     pages.mount(app, root, _rows, _filter, _find, _detail)
     return app
 

@@ -17,8 +17,11 @@ from markupsafe import Markup
 
 from aaco import __version__
 from aaco.errors import AacoError
+from aaco.regress.diff import diff_sessions
 from aaco.regress.history import SERIES
+from aaco.regress.history import history as build_history
 from aaco.report import svg
+from aaco.session.catalog import session_row
 
 _ENV = jinja2.Environment(
     loader=jinja2.FunctionLoader(
@@ -197,9 +200,6 @@ def mount(
 
     @app.get("/ui/compare", response_class=HTMLResponse, include_in_schema=False)
     def compare(baseline: str, session: str) -> HTMLResponse:
-        from aaco.regress.diff import diff_sessions
-        from aaco.session.catalog import session_row
-
         a, b = find(root, baseline), find(root, session)
         try:
             diff = diff_sessions(a, b, allow_model_change=True)
@@ -219,9 +219,7 @@ def mount(
     def history(
         model: str | None = None, backend: str | None = None, tag: str | None = None
     ) -> HTMLResponse:
-        from aaco.regress.history import history as build
-
-        groups = build(root, model=model or None, backend=backend or None, tag=tag or None)
+        groups = build_history(root, model=model or None, backend=backend or None, tag=tag or None)
         charts = [Markup(history_chart(f"history-{i}", g)) for i, g in enumerate(groups)]
         return _page(
             "history.html.j2",

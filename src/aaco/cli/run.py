@@ -1,0 +1,194 @@
+"""``aaco run``: profile a model into a session bundle."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from aaco.cli._common import format_option, print_report, sessions_root
+from aaco.errors import RunError
+
+
+def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
+    """``--shape NAME=1x3x224x224`` values as ``{name: dims}``."""
+    # lazy: aaco.config imports yaml
+    from aaco.config import parse_shape_arg
+
+    shapes: dict[str, list[int]] = {}
+    for v in values or []:
+        name, dims = parse_shape_arg(v)
+        shapes[name] = dims
+    return shapes
+
+
+@click.command()
+@click.option(
+    "--model",
+    "-m",
+    required=True,
+    help="Registry name or .onnx path; with --framework torch: module:function, "
+    "file.py:function or a saved torch.export .pt2.",
+)
+@click.option(
+    "--framework",
+    type=click.Choice(["onnxruntime", "torch"]),
+    default="onnxruntime",
+    show_default=True,
+    help="Runtime that executes the model (torch needs pip install 'aaco[torch]').",
+)
+@click.option(
+    "--backend",
+    default=None,
+    help="cpu (default), cuda, rocm, migraphx, ... or any ONNX Runtime provider name.",
+)
+@click.option("--device", help="torch only: cpu (default), cuda or cuda:N (ROCm GPUs too).")
+@click.option("--compile", "compile_", is_flag=True, help="torch only: apply torch.compile.")
+@click.option("--batch", type=int, help="Batch size for symbolic leading dimensions.")
+@click.option(
+    "--shape",
+    multiple=True,
+    help="Input shape NAME=1x3x224x224 (repeatable; -1 leaves a dimension open, "
+    "NAME=scalar for rank 0).",
+)
+@click.option(
+    "--input",
+    "input_values",
+    multiple=True,
+    help="Input values NAME=NUMBER (every element) or NAME=FILE.npy (repeatable).",
+)
+@click.option("--warmup", type=int, help="Warmup iterations (registry value, else 10).")
+@click.option("--iterations", type=int, help="Measured iterations (registry value, else 100).")
+@click.option(
+    "--duration", type=float, help="Measure for this many seconds instead of --iterations."
+)
+@click.option("--threads", type=int, help="Intra-op threads (0 = onnxruntime default).")
+@click.option("--tag", help="Free text stored with the session.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Run N sessions in a row, each in a fresh worker (runs to pool in aaco diff).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="Sessions root (default ./sessions or $AACO_SESSIONS).",
+)
+@click.option("--no-profile", is_flag=True, help="Skip the operator-profile pass.")
+@click.option(
+    "--profile",
+    "profile_mode",
+    type=click.Choice(["ops", "kernels"]),
+    default="ops",
+    show_default=True,
+    help="ops: operator profile; kernels: also a GPU kernel trace (rocprofv3 on rocm/migraphx).",
+)
+@click.option(
+    "--profile-iterations",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Iterations of the profiled pass.",
+)
+@click.option(
+    "--preprocess",
+    help="Host-side step inside each timed iteration: image (a full-HD frame normalised and "
+    "resized to the model's [N,3,H,W] input) or none.",
+)
+@click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
+@click.option(
+    "--no-calibrate",
+    is_flag=True,
+    help="Without a stored calibration, leave the CPU roofline without ceilings instead of "
+    "measuring a quick one after the run (also: AACO_AUTO_CALIBRATE=0).",
+)
+@click.option("--sample-hz", type=float, default=10.0, show_default=True, help="Telemetry rate.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Kill the worker after this many seconds.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of generated inputs.")
+@click.option("--int-range", help="Range LOW:HIGH of generated integer inputs (default 0:100).")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    help="Directory with models.yaml/backends.yaml overriding the built-ins.",
+)
+@format_option("--report", "report_format", help="Report printed after the run.")
+def run(
+    model: str,
+    framework: str,
+    backend: str | None,
+    device: str | None,
+    compile_: bool,
+    batch: int | None,
+    shape: tuple[str, ...],
+    input_values: tuple[str, ...],
+    warmup: int | None,
+    iterations: int | None,
+    duration: float | None,
+    threads: int | None,
+    tag: str | None,
+    repeat: int,
+    output: Path | None,
+    no_profile: bool,
+    profile_mode: str,
+    profile_iterations: int,
+    preprocess: str | None,
+    no_telemetry: bool,
+    no_calibrate: bool,
+    sample_hz: float,
+    timeout: float,
+    seed: int,
+    int_range: str | None,
+    config: Path | None,
+    report_format: str,
+) -> None:
+    """Profile a model: warmup, measured iterations, operator profile, telemetry -> a bundle."""
+    # lazy: aaco.run imports onnx (~0.2 s), aaco.config yaml
+    from aaco.config import parse_input_arg, parse_int_range
+    from aaco.pipeline import RunOptions, run_model
+
+    opts = RunOptions(
+        model=model,
+        backend=backend,
+        batch=batch,
+        shapes=parse_shapes(list(shape)),
+        values=dict(parse_input_arg(v) for v in input_values),
+        warmup=warmup,
+        iterations=iterations,
+        duration_s=duration,
+        threads=threads,
+        tag=tag,
+        output=sessions_root(output),
+        profile=not no_profile,
+        profile_iterations=profile_iterations,
+        telemetry=not no_telemetry,
+        sample_hz=sample_hz,
+        timeout_s=timeout,
+        seed=seed,
+        int_range=parse_int_range(int_range) if int_range else None,
+        config_dir=config,
+        argv=["aaco", *sys.argv[1:]],
+        framework=framework,
+        device=device,
+        compile=compile_,
+        profile_mode=profile_mode,
+        preprocess=preprocess,
+        auto_calibrate=False if no_calibrate else None,
+    )
+    for i in range(repeat):
+        session = run_model(opts)
+        if i == repeat - 1:
+            print_report(session, report_format)
+        sys.stderr.write(f"bundle: {session.path}\n")
+        if session.status != "completed":
+            err = session.error or {}
+            raise RunError(f"run {session.status}: {err.get('message', 'no reason recorded')}")

@@ -1,0 +1,58 @@
+"""``aaco serve`` and ``aaco dashboard``: the REST API and the web dashboard over a sessions
+root."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from aaco.cli._common import sessions_option, sessions_root
+from aaco.errors import InputError, UsageError
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _serve(host: str, port: int, sessions: Path | None, token: str | None, what: str) -> None:
+    try:
+        # lazy: fastapi and uvicorn are optional (aaco[web]) and take ~1 s to import
+        import uvicorn
+
+        from aaco.web.app import create_app
+    except ImportError:
+        raise UsageError(
+            f"aaco {what} needs FastAPI and uvicorn: pip install 'aaco[web]'"
+        ) from None
+    token = token or os.environ.get("AACO_TOKEN") or None
+    if host not in _LOCAL_HOSTS and not token:
+        raise UsageError(
+            f"binding to {host} exposes the sessions beyond this machine: "
+            "give --token (or $AACO_TOKEN)"
+        )
+    root = sessions_root(sessions)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such sessions root")
+    sys.stderr.write(f"aaco {what}: http://{host}:{port}/ over {root.resolve()}\n")
+    uvicorn.run(create_app(root, token=token), host=host, port=port, log_level="warning")
+
+
+@click.command()
+@sessions_option()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--token", help="Bearer token every route requires (needed beyond localhost).")
+def serve(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+    """REST API over a sessions root (FastAPI; schema at /openapi.json)."""
+    _serve(host, port, sessions, token, "serve")
+
+
+@click.command()
+@sessions_option()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8501, show_default=True)
+@click.option("--token", help="Token required beyond localhost (open /?token=... once).")
+def dashboard(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+    """Web dashboard: sessions with filters, reports, comparisons, history (same app as serve)."""
+    _serve(host, port, sessions, token, "dashboard")

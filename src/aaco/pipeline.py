@@ -1,0 +1,652 @@
+"""The one pipeline every command runs through: plan → launch (runner, collectors, tracer)
+→ import → analyses → publish → render.
+
+``aaco run`` is :func:`run_model`: the runner plug-in named by ``--framework``
+(:data:`aaco.runners.base.RUNNERS`) plans the run before any bundle exists; the bundle is
+created; the environment is captured; the worker harness (:mod:`aaco.runners.harness`)
+runs the runner's workload with the collectors (:data:`aaco.collectors.base.COLLECTORS`)
+watching; the runner turns the worker's files into tables; a tracer
+(:data:`aaco.tracers.base.TRACERS`) re-runs the profiled pass for ``--profile kernels``
+and its trace is imported; the analyses (:func:`default_analyses`) run; the bundle is
+published and its report copies rendered. ``aaco import`` and ``aaco analyze`` enter the
+same stages at import and at analyses. Nothing here asks which framework it runs.
+
+>>> from aaco.pipeline import RunOptions, run_model          # doctest: +SKIP
+>>> session = run_model(RunOptions(model="mlp", iterations=50))   # doctest: +SKIP
+>>> session.summary["latency_ms"]["p50"]                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from aaco import __version__
+from aaco.analysis.stats import summarize_iterations
+from aaco.analysis.telemetry import summarize_system
+from aaco.collectors.base import COLLECTORS, DEFAULT_COLLECTORS, Collector
+from aaco.collectors.environment import capture_environment
+from aaco.diagnose import diagnose_bundle
+from aaco.errors import InputError, UsageError, attach_warning
+from aaco.ingest import ingest_traces
+from aaco.report.publish import write_reports
+from aaco.runners.base import (
+    DEFAULT_PROFILE_ITERATIONS,
+    DEFAULT_SAMPLE_HZ,
+    DEFAULT_TIMEOUT_S,
+    RUNNERS,
+    Runner,
+    RunOptions,
+    RunPlan,
+    RunStage,
+)
+from aaco.runners.harness import CAPTURE_FLAG, WORKER_MODULE
+from aaco.runners.launch import LaunchOutcome, launch_worker
+from aaco.runners.rss import own_peak_rss_bytes
+from aaco.runners.spec import CAPTURE_FILES, SPEC_FILE
+from aaco.session.bundle import (
+    FORMAT_VERSION,
+    LATEST,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    BundleWriter,
+    Session,
+    read_json,
+    utc_now_iso,
+)
+from aaco.session.paths import ENV_FILE, INFERENCE_SUMMARY_FILE, MODEL_META_FILE, SESSION_FILE
+from aaco.session.records import add_failure, save_session
+from aaco.session.schema import INFERENCE_ITERS
+from aaco.tracers.base import TRACERS, Tracer
+
+__all__ = [
+    "DEFAULT_PROFILE_ITERATIONS",
+    "DEFAULT_SAMPLE_HZ",
+    "DEFAULT_TIMEOUT_S",
+    "PROFILE_MODES",
+    "KernelCapture",
+    "RunOptions",
+    "analyze",
+    "analyze_session",
+    "frameworks",
+    "import_into",
+    "import_new",
+    "run_model",
+]
+
+DEFAULT_PROFILE_WARMUP = 2
+PROFILE_MODES = ("ops", "kernels")
+
+
+def frameworks() -> list[str]:
+    """Every ``--framework`` value (the registered runners)."""
+    return RUNNERS.names()
+
+
+MAX_SAMPLE_HZ = 1000.0
+
+
+def _positive(value: float | None, option: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{option} must be a finite number > 0, got {value:g}")
+
+
+def _validate(opts: RunOptions) -> None:
+    """Reject impossible options before anything is built or started."""
+    if opts.iterations is not None and opts.duration_s is not None:
+        raise UsageError("give --iterations or --duration, not both")
+    if opts.iterations is not None and opts.iterations < 1:
+        raise UsageError(f"--iterations must be >= 1, got {opts.iterations}")
+    _positive(opts.duration_s, "--duration")
+    _positive(opts.timeout_s, "--timeout")
+    if opts.warmup is not None and opts.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {opts.warmup}")
+    if opts.threads is not None and opts.threads < 0:
+        raise UsageError(f"--threads must be >= 0 (0 = onnxruntime default), got {opts.threads}")
+    if opts.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {opts.seed}")
+    if opts.telemetry:
+        _positive(opts.sample_hz, "--sample-hz")
+        if opts.sample_hz > MAX_SAMPLE_HZ:
+            # Past this the sampler costs more CPU than it is worth and disturbs the run.
+            raise UsageError(f"--sample-hz must be <= {MAX_SAMPLE_HZ:g}, got {opts.sample_hz:g}")
+    if opts.profile and opts.profile_iterations < 1:
+        raise UsageError("--profile-iterations must be >= 1")
+    if opts.profile_mode not in PROFILE_MODES:
+        raise UsageError(
+            f"unknown --profile {opts.profile_mode!r}; valid: {', '.join(PROFILE_MODES)}"
+        )
+    if opts.profile_mode == "kernels" and not opts.profile:
+        raise UsageError("--profile kernels and --no-profile contradict each other")
+    if opts.batch is not None and opts.batch < 1:
+        raise UsageError(f"--batch must be >= 1, got {opts.batch}")
+    if (
+        opts.duration_s is not None
+        and opts.timeout_s is not None
+        and opts.duration_s >= opts.timeout_s
+    ):
+        # The worker would be killed before it could hand over a single measurement.
+        raise UsageError(
+            f"--duration {opts.duration_s:g} s must be shorter than --timeout {opts.timeout_s:g} s"
+        )
+
+
+def run_model(opts: RunOptions) -> Session:
+    """Measure a model and write a bundle; returns the published bundle, whatever its status.
+
+    Usage errors (unknown model or backend, bad shapes, unreadable files) raise before any
+    bundle exists. Once the bundle exists, a failure is recorded in it, not raised.
+    """
+    runner = RUNNERS.get(opts.framework)()
+    _validate(opts)
+    runner.validate(opts)
+    plan = runner.plan(opts)
+    tracer = _tracer(plan)
+    collectors = _collectors(opts)
+    writer = BundleWriter(opts.output)
+    try:
+        return _run_into(writer, opts, runner, plan, tracer, collectors)
+    except UsageError:
+        # The user's model or options were at fault (found by the worker): no bundle.
+        writer.discard()
+        raise
+    except BaseException:
+        # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
+        _salvage(writer, sys.exc_info()[1])
+        raise
+
+
+def _tracer(plan: RunPlan) -> Tracer | None:
+    """The plan's tracer, checked before anything runs (a UsageError when it cannot)."""
+    if plan.tracer is None:
+        return None
+    tracer = TRACERS.get(plan.tracer)()
+    tracer.prepare(plan.tracer_target)
+    return tracer
+
+
+def _collectors(opts: RunOptions) -> list[Callable[[int], Collector]]:
+    """Factories of the collectors to attach, each given the worker's pid."""
+    if not opts.telemetry:
+        return []
+    names = opts.collectors if opts.collectors is not None else DEFAULT_COLLECTORS
+    classes = [COLLECTORS.get(name) for name in names]
+    return [functools.partial(_start_collector, cls, opts.sample_hz) for cls in classes]
+
+
+def _start_collector(cls: type[Collector], hz: float, pid: int) -> Collector:
+    return cls.for_process(pid, hz)
+
+
+def initial_meta(writer: BundleWriter, opts: RunOptions, plan: RunPlan) -> dict[str, Any]:
+    """The first ``session.json``: what was asked for and what the runner resolved."""
+    warmup, iterations, batch = plan.warmup, plan.iterations, plan.batch
+    return {
+        "format_version": FORMAT_VERSION,
+        "aaco_version": __version__,
+        "session_id": writer.session_id,
+        "created_utc": utc_now_iso(),
+        "finished_utc": None,
+        "status": STATUS_RUNNING,
+        "error": None,
+        "tag": opts.tag,
+        "command_line": list(opts.argv if opts.argv is not None else sys.argv),
+        "model": plan.model,
+        "backend": plan.backend,
+        "run": {
+            "framework": opts.framework,
+            "batch": batch,
+            "batch_source": None if batch is None else ("--batch" if opts.batch else "inputs"),
+            "inputs": plan.inputs,
+            "warmup": warmup,
+            "iterations": iterations,
+            "duration_s": opts.duration_s,
+            "threads": opts.threads,
+            "seed": opts.seed,
+            "preprocess": opts.preprocess,
+            "profile": opts.profile,
+            "profile_mode": opts.profile_mode if opts.profile else None,
+            # The profiled session is new and cold: warm it as long as the measured one was.
+            "profile_warmup": max(DEFAULT_PROFILE_WARMUP, warmup) if opts.profile else 0,
+            "profile_iterations": opts.profile_iterations if opts.profile else 0,
+            "telemetry": opts.telemetry,
+            "sample_hz": opts.sample_hz if opts.telemetry else None,
+            "timeout_s": opts.timeout_s,
+            **plan.run,
+        },
+        "clock": {
+            "name": "perf_counter_ns (CLOCK_MONOTONIC)",
+            "epoch_offset_ns": time.time_ns() - time.perf_counter_ns(),
+        },
+        "phases": {},
+        "failures": [],
+    }
+
+
+def _worker_spec(
+    writer: BundleWriter, opts: RunOptions, runner: Runner, plan: RunPlan, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """``runtime/worker_spec.json``: the runner's part plus the harness's loop settings."""
+    run = meta["run"]
+    return {
+        **plan.spec,
+        "warmup": plan.warmup,
+        "iterations": plan.iterations,
+        "duration_s": opts.duration_s,
+        "threads": opts.threads,
+        "seed": opts.seed,
+        "profile": opts.profile,
+        "profile_warmup": int(run["profile_warmup"]),
+        "profile_iterations": opts.profile_iterations,
+        "bundle_dir": str(writer.path),
+        "workload": runner.workload,
+    }
+
+
+def _run_into(
+    writer: BundleWriter,
+    opts: RunOptions,
+    runner: Runner,
+    plan: RunPlan,
+    tracer: Tracer | None,
+    collectors: Sequence[Callable[[int], Collector]],
+) -> Session:
+    meta = initial_meta(writer, opts, plan)
+    save_session(writer.path, meta)
+    stage = RunStage(writer, meta)
+    _write_env(writer, meta, stage, plan.providers)
+    runner.before_worker(plan, stage)
+
+    plan.spec = _worker_spec(writer, opts, runner, plan, meta)
+    writer.write_json(SPEC_FILE, plan.spec)
+    outcome = launch_worker(writer.path, WORKER_MODULE, opts.timeout_s, collectors)
+    runner.check_outcome(plan, outcome)
+    summary = _finish_common(writer, meta, outcome, runner.batch(plan, outcome))
+    runner.finish(plan, outcome, stage, summary)
+    _finish_summary(writer, meta, outcome, summary)
+    if tracer is not None and outcome.status == STATUS_COMPLETED:
+        _capture(writer, stage, tracer, opts.timeout_s)
+    _analyze(writer, meta, stage, opts.auto_calibrate)
+    writer.publish()
+    write_reports(writer.final_path)
+    return Session.load(writer.final_path)
+
+
+def _write_env(
+    writer: BundleWriter, meta: dict[str, Any], stage: RunStage, providers: list[str]
+) -> None:
+    """env.json and the session's fingerprint (a failure is recorded, not raised)."""
+    env = stage.attempt("environment", capture_environment, meta["command_line"], providers)
+    if env is not None:
+        writer.write_json(ENV_FILE, env)
+        meta["fingerprint"] = env.get("fingerprint")
+
+
+def _finish_common(
+    writer: BundleWriter, meta: dict[str, Any], outcome: LaunchOutcome, batch: int | None
+) -> dict[str, Any]:
+    """What every worker's end records: status, phases, telemetry, latency statistics."""
+    result = outcome.result
+    meta["status"] = outcome.status
+    meta["error"] = (
+        {"message": outcome.error, "stage": outcome.stage, "returncode": outcome.returncode}
+        if outcome.error
+        else None
+    )
+    meta["finished_utc"] = utc_now_iso()
+    meta["worker"] = {
+        "wall_s": outcome.wall_ns / 1e9,
+        "returncode": outcome.returncode,
+        **(outcome.usage or {}),
+    }
+    if result is not None:
+        meta["phases"] = result.phases
+        meta["failures"].extend(result.failures)
+    for name, table in outcome.telemetry.items():
+        writer.write_table(COLLECTORS.get(name).table_name, table)
+        info = outcome.telemetry_info.get(name, {})
+        if name == "system":
+            meta["telemetry"] = info
+        else:
+            meta.setdefault("collectors", {})[name] = info
+
+    summary: dict[str, Any] = {"status": outcome.status}
+    if outcome.usage is not None:
+        summary["worker"] = {
+            "max_rss_bytes": outcome.usage["max_rss_bytes"],
+            "max_rss_source": outcome.usage["max_rss_source"],
+            "cpu_user_s": outcome.usage["cpu_user_s"],
+            "cpu_system_s": outcome.usage["cpu_system_s"],
+            "wall_s": outcome.wall_ns / 1e9,
+        }
+    else:
+        summary["worker"] = None
+    iters_file = writer.path / INFERENCE_ITERS.path
+    if iters_file.is_file():
+        summary.update(summarize_iterations(pq.read_table(iters_file), batch))
+    else:
+        summary.update(
+            {"latency_ms": None, "throughput": None, "warmup": None, "noise": None, "warnings": []}
+        )
+    return summary
+
+
+def _finish_summary(
+    writer: BundleWriter, meta: dict[str, Any], outcome: LaunchOutcome, summary: dict[str, Any]
+) -> None:
+    if "profile" not in summary:
+        summary["profile"] = None
+    system = outcome.telemetry.get("system")
+    if system is not None and system.num_rows:
+        window = meta["phases"].get("measured")
+        summary["telemetry"] = summarize_system(system, tuple(window) if window else None)
+    else:
+        summary["telemetry"] = None
+    writer.write_json(INFERENCE_SUMMARY_FILE, summary)
+
+
+def _graph_node_count(writer: BundleWriter) -> int | None:
+    """Node count of the original graph (for KAR), from model/model_meta.json."""
+    f = writer.path / MODEL_META_FILE
+    if not f.is_file():
+        return None
+    count = read_json(f).get("node_count")
+    return count if isinstance(count, int) else None
+
+
+@dataclass
+class KernelCapture:
+    """How a tracer's capture went; ``output_dir`` holds its trace when ``status`` is
+    completed. Recorded in ``session.json`` as ``kernel_capture``."""
+
+    status: str  # completed | failed | timeout
+    error: str | None
+    command: list[str]
+    output_dir: str
+    returncode: int | None
+    wall_s: float
+    files: list[str] = field(default_factory=list)
+    runs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "command": self.command,
+            "output_dir": self.output_dir,
+            "returncode": self.returncode,
+            "wall_s": self.wall_s,
+            "files": self.files,
+            "runs": self.runs,
+        }
+
+
+def capture_with(tracer: Tracer, bundle_dir: Path, timeout_s: float | None) -> KernelCapture:
+    """Re-run the profiled workload of ``bundle_dir``'s spec in a capture worker wrapped by
+    ``tracer``. Never raises for a failed capture: the status and error say what happened,
+    and the measured run already in the bundle stays as it is."""
+    out = bundle_dir / tracer.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = tracer.command(out)
+    outcome = launch_worker(
+        bundle_dir,
+        WORKER_MODULE,
+        timeout_s,
+        args=[CAPTURE_FLAG],
+        wrapper=prefix,
+        files=CAPTURE_FILES,
+    )
+    files = sorted(str(p.relative_to(bundle_dir)) for p in out.rglob("*") if p.is_file())
+    status, error = outcome.status, outcome.error
+    if status == STATUS_COMPLETED:
+        why = tracer.check_output(files)
+        if why is not None:
+            status, error = STATUS_FAILED, why
+    return KernelCapture(
+        status=status,
+        error=error,
+        command=[*prefix, sys.executable, "-m", WORKER_MODULE, str(bundle_dir), CAPTURE_FLAG],
+        output_dir=str(out),
+        returncode=outcome.returncode,
+        wall_s=outcome.wall_ns / 1e9,
+        files=files,
+        runs=outcome.result.profile_runs if outcome.result else 0,
+    )
+
+
+def _capture(
+    writer: BundleWriter, stage: RunStage, tracer: Tracer, timeout_s: float | None
+) -> None:
+    """Re-run the profiled workload under ``tracer`` and import its trace; a failure is
+    recorded (``kernel_capture``) and leaves the measured run as it is."""
+    capture = capture_with(tracer, writer.path, timeout_s)
+    record_json = capture.to_json()
+    stage.record("kernel_capture", record_json)
+    if capture.status != STATUS_COMPLETED:
+        stage.failures.append(
+            {"stage": "kernel_capture", "error": f"{capture.status}: {capture.error}"[:400]}
+        )
+        return
+    record = stage.attempt(
+        "kernel_ingest",
+        _ingest,
+        writer.path,
+        [Path(capture.output_dir)],
+        _graph_node_count(writer),
+    )
+    if record is not None:
+        record_json["rows"] = record.get("rows")
+
+
+def _ingest(bundle: Path, paths: list[Path], graph_node_count: int | None) -> dict[str, Any]:
+    return ingest_traces(bundle, paths, graph_node_count=graph_node_count)
+
+
+def _analyze(
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    stage: RunStage,
+    auto_calibrate: bool | None = None,
+) -> None:
+    """The analyses (roofline, bottleneck verdict, recommendations), written before the
+    bundle is published (a failure is recorded, the run is kept); then the aaco process's
+    own peak RSS (``aaco_process``). The worker has exited by now, so a first-run
+    calibration (``auto_calibrate``, in a process of its own) never measures beside the
+    workload."""
+    save_session(writer.path, meta)
+    if meta.get("status") == STATUS_COMPLETED:
+        analyze(writer.path, auto_calibrate)
+        # the analyses record their own failures in session.json
+        meta["failures"] = read_json(writer.path / SESSION_FILE).get("failures", [])
+    # After the last analysis: the reports rendered from the bundle next are not counted.
+    meta["aaco_process"] = {"max_rss_bytes": own_peak_rss_bytes()}
+    save_session(writer.path, meta)
+
+
+def _salvage(writer: BundleWriter, exc: BaseException | None) -> str | None:
+    """Publish what exists, marked failed, after an unexpected error or an interrupt.
+
+    The caller re-raises ``exc``, which stays what the user sees. When the bundle cannot be
+    published, one line saying where its files are is attached to ``exc`` for the CLI to
+    print (:func:`aaco.errors.attach_warning`) and returned; None when it was published.
+    """
+    try:
+        session_file = writer.path / SESSION_FILE
+        meta = (
+            read_json(session_file)
+            if session_file.is_file()
+            else {"format_version": FORMAT_VERSION, "session_id": writer.session_id}
+        )
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        reason = (
+            "interrupted (Ctrl-C or SIGTERM)"
+            if interrupted
+            else f"internal error: {type(exc).__name__}: {exc}"
+        )
+        meta["status"] = STATUS_FAILED
+        meta["error"] = {"message": reason, "stage": "aaco"}
+        meta["finished_utc"] = utc_now_iso()
+        save_session(writer.path, meta)
+        if not interrupted:
+            (writer.path / "runtime").mkdir(exist_ok=True)
+            (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
+        writer.publish()
+    except Exception as err:
+        warning = _salvage_failed(writer, err)
+        if exc is not None:
+            attach_warning(exc, warning)
+        return warning
+    return None
+
+
+def _salvage_failed(writer: BundleWriter, err: Exception) -> str:
+    """The one line that says what became of a bundle :func:`_salvage` could not publish.
+
+    Files are never left unsaid in a hidden folder: when the staging folder holds any, it
+    is kept and named; when it holds none, it is removed.
+    """
+    why = " ".join(f"{type(err).__name__}: {err}".split())
+    where = writer.path
+    if where == writer.final_path:  # renamed into place; only the latest pointer failed
+        latest = writer.root / LATEST
+        return f"the failed run's bundle is {where}; {latest} could not point at it ({why})"
+    if _holds_files(where):
+        return (
+            f"could not publish the failed run's bundle ({why}); its files are kept in the "
+            f"hidden folder {where} (aaco ls does not list it)"
+        )
+    writer.discard()
+    return f"could not publish the failed run's bundle ({why}); it held no files to keep"
+
+
+def _holds_files(folder: Path) -> bool:
+    """Whether ``folder`` holds any file (True when it cannot be read: keep, never guess)."""
+    try:
+        return folder.is_dir() and any(f.is_file() for f in folder.rglob("*"))
+    except OSError:
+        return True
+
+
+# -- aaco import, aaco analyze: the same stages from import / from the analyses -------------
+
+
+def _session_node_count(session: Session) -> int | None:
+    meta = session.model_meta or {}
+    count = meta.get("node_count")
+    return int(count) if isinstance(count, int) else None
+
+
+def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
+    """``aaco import --into``: add traces to an existing bundle (import → analyses →
+    render); refuses to mix two imports unless ``replace``."""
+    session = Session.load(session_dir)
+    if session.meta.get("imports") and not replace:
+        raise UsageError(
+            f"{session.path}: already holds an imported trace; pass --replace to replace it"
+        )
+    meta = dict(session.meta)
+    if "native_ops_rows" not in meta:
+        ops = session.ops()
+        meta["native_ops_rows"] = 0 if ops is None else ops.num_rows
+    record = ingest_traces(
+        session.path,
+        paths,
+        graph_node_count=_session_node_count(session),
+        keep_ops_rows=int(meta["native_ops_rows"]),
+    )
+    if replace:
+        meta["imports"] = []
+    meta.setdefault("imports", []).append(
+        {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
+    )
+    save_session(session.path, meta)
+    analyze(session.path)
+    write_reports(session.path)
+    return Session.load(session.path)
+
+
+def import_new(
+    paths: Sequence[Path], output: Path, *, tag: str | None = None, argv: list[str] | None = None
+) -> Session:
+    """``aaco import``: a new bundle under the sessions root ``output`` holding only the
+    traces (import → analyses → publish → render)."""
+    if not paths:
+        raise UsageError("give at least one trace file or directory to import")
+    for p in paths:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such file or directory")
+    writer = BundleWriter(output)
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "aaco_version": __version__,
+        "session_id": writer.session_id,
+        "kind": "import",
+        "created_utc": utc_now_iso(),
+        "finished_utc": None,
+        "status": STATUS_FAILED,
+        "error": None,
+        "tag": tag,
+        "command_line": list(argv if argv is not None else sys.argv),
+        "model": {"name": None, "path": None, "source": "import"},
+        "backend": {"name": None, "provider": None},
+        "run": {"framework": None, "profile": "imported"},
+        "failures": [],
+    }
+    try:
+        record = ingest_traces(writer.path, paths)
+    except BaseException:
+        writer.discard()
+        raise
+    meta["status"] = STATUS_COMPLETED
+    meta["finished_utc"] = utc_now_iso()
+    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
+    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
+    meta["run"]["framework"] = _framework(record)
+    names = [Path(p).name for p in paths]
+    meta["model"] = {
+        "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
+        "path": str(Path(paths[0]).resolve()),
+        "source": "import",
+    }
+    meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
+    save_session(writer.path, meta)
+    analyze(writer.path)
+    final = writer.publish()
+    write_reports(final)
+    return Session.load(final)
+
+
+def _framework(record: dict[str, Any]) -> str | None:
+    tools = {str(s.get("tool")) for s in record.get("sources", []) if s.get("tool")}
+    return ", ".join(sorted(tools)) or None
+
+
+def analyze(bundle: Path, auto_calibrate: bool | None = None) -> bool:
+    """The analyses stage: every analysis of :func:`aaco.diagnose.default_analyses` over the
+    bundle folder ``bundle`` (staging or published). A failure is recorded in
+    ``session.json`` (stage ``diagnose``), never raised; returns whether they all ran."""
+    try:
+        diagnose_bundle(bundle, auto_calibrate=auto_calibrate)
+    except Exception as exc:  # an analysis failed: record it, keep the bundle
+        add_failure(bundle, "diagnose", f"{type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+def analyze_session(path: Path, auto_calibrate: bool | None = None) -> Session:
+    """``aaco analyze``: run the analyses again over a published bundle (after a new
+    calibration, or a newer AACO) and re-render its report copies."""
+    session = Session.load(path)
+    diagnose_bundle(session.path, auto_calibrate=auto_calibrate)
+    write_reports(session.path)
+    return Session.load(session.path)

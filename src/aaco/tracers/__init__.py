@@ -1,0 +1,1 @@
+"""Tracers: tools that wrap the worker's command line to record what it does (rocprofv3)."""

@@ -1,0 +1,99 @@
+"""Bundles written now have the shape of bundles written before the pipeline redesign
+(issue #16): the same files, the same table schemas, the same JSON keys. The recorded shapes
+and the commands that wrote them are in tests/fixtures/bundle_shapes/README.md.
+
+JSON files are compared on their object keys to depth 3 (``.run.batch``, not the elements
+of lists, whose keys depend on the data) and ``env.json`` on its sections (what is found
+depends on the machine). Two files changed on purpose, as docs/architecture.md says:
+``runtime/worker_result.json`` holds the harness's fields plus only the runner's own, and
+``runtime/worker_spec.json`` names the ``workload`` the harness loads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aaco.runners.spec import COMMON_RESULT_FIELDS
+from aaco.testing import bundle_shape
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bundle_shapes"
+DEPTH = {"env.json": 1}
+
+CHANGED_ON_PURPOSE = {
+    "runtime/worker_result.json": "runner-specific keys only",
+    "runtime/worker_spec.json": "new key: workload",
+}
+
+
+def _normalise(shape: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in shape.items():
+        if "/ort_profile_raw/" in name:
+            out["profiler/ort_profile_raw/ort_profile_<time>.json"] = None
+            continue
+        if name == "profiler/torch_trace.json.gz" or not isinstance(value, list):
+            out[name] = value
+            continue
+        depth = DEPTH.get(name, 3)
+        out[name] = sorted(
+            {p for p in value if "[]" not in p and p.count(".") <= depth and p != "$"}
+        )
+    return out
+
+
+def _run(tmp_path: Path, *args: str) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "-m", "aaco", "run", *args, "--report", "none", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return (tmp_path / "latest").resolve()
+
+
+def _compare(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert sorted(after) == sorted(before), "the bundle's files changed"
+    for name, old in before.items():
+        new = after[name]
+        if name == "runtime/worker_result.json":
+            common = {f".{f}" for f in COMMON_RESULT_FIELDS}
+            assert common <= set(new), name
+            assert set(new) <= set(old), f"{name}: keys no runner wrote before"
+        elif name == "runtime/worker_spec.json":
+            assert sorted(set(new) - {".workload"}) == old, name
+        else:
+            assert new == old, name
+
+
+def test_onnxruntime_bundle_shape_is_unchanged(tmp_path: Path) -> None:
+    path = _run(tmp_path, "--model", "mlp", "--iterations", "30")
+    before = _normalise(json.loads((FIXTURES / "onnxruntime.json").read_text()))
+    _compare(before, _normalise(bundle_shape(path)))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_torch_bundle_shape_is_unchanged(tmp_path: Path) -> None:
+    path = _run(
+        tmp_path,
+        "--framework",
+        "torch",
+        "--model",
+        "tests.fixtures.torch_models:tiny_mlp",
+        "--iterations",
+        "20",
+    )
+    before = _normalise(json.loads((FIXTURES / "torch.json").read_text()))
+    _compare(before, _normalise(bundle_shape(path)))
+
+
+def test_normalise_keeps_object_keys_only() -> None:
+    shape = {"a.json": ["$", ".x", ".x.y", ".x.y.z.w", ".l[]", ".l[].k"]}
+    assert _normalise(shape) == {"a.json": [".x", ".x.y"]}
