@@ -5,13 +5,16 @@ reports) is the real code."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pyarrow.compute as pc
 import pytest
+from click.testing import CliRunner
 
+from aaco.cli import app
 from aaco.collectors.base import COLLECTORS
 from aaco.errors import UsageError
 from aaco.pipeline import RunOptions, run_model
@@ -67,7 +70,7 @@ def test_collectors_are_plug_ins(tmp_path: Path, fake_runner: None) -> None:
     ]
 
     class Recorded(FakeCollector):
-        name = "recorded"
+        pass  # its class attribute name stays "fake": the registry's name is what counts
 
     Recorded.rows = rows
     with COLLECTORS.registered("recorded", Recorded):
@@ -136,3 +139,20 @@ def test_unknown_tracer_is_refused_before_any_bundle(tmp_path: Path) -> None:
             RunOptions(model="mlp", profile_mode="kernels", tracer="nsys", output=tmp_path / "s")
         )
     assert not (tmp_path / "s").exists() or not list((tmp_path / "s").rglob("session.json"))
+
+
+def test_a_runner_without_a_tracer_refuses_one(tmp_path: Path, fake_runner: None) -> None:
+    with pytest.raises(UsageError, match=r"^--framework fake takes no tracer \(got 'x'\)$"):
+        run_model(_opts(tmp_path, tracer="x"))
+
+
+def test_a_registered_runner_is_a_framework_on_the_command_line(
+    tmp_path: Path, fake_runner: None
+) -> None:
+    args = ["run", "--framework", "fake", "--model", "fake:100", "--iterations", "5"]
+    args += ["--no-telemetry", "--report", "none", "-o", str(tmp_path / "s")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "fake" in CliRunner().invoke(app, ["run", "--help"]).output
+    meta = json.loads((tmp_path / "s" / "latest" / "session.json").read_text())
+    assert meta["run"]["framework"] == "fake" and meta["status"] == "completed"

@@ -1,7 +1,8 @@
 """Bring kernel traces into a session bundle: import, classify, attribute, measure, write.
 
 The import stage of the pipeline (:mod:`aaco.pipeline`): ``aaco import`` (traces captured
-elsewhere, into a new or an existing bundle, :func:`aaco.pipeline.import_traces`) and
+elsewhere, into a new or an existing bundle: :func:`aaco.pipeline.import_new`,
+:func:`aaco.pipeline.import_into`) and
 ``aaco run`` when it captures a trace itself (``--framework torch``, ``--profile kernels``).
 
 The steps are the pipeline of this issue, each a pure analyzer over tables:

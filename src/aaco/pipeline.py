@@ -23,11 +23,12 @@ import math
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aaco import __version__
@@ -49,7 +50,7 @@ from aaco.runners.base import (
     RunPlan,
     RunStage,
 )
-from aaco.runners.harness import CAPTURE_FLAG, WORKER_MODULE
+from aaco.runners.harness import CAPTURE_FLAG, WORKER_MODULE, worker_argv
 from aaco.runners.launch import LaunchOutcome, launch_worker
 from aaco.runners.rss import own_peak_rss_bytes
 from aaco.runners.spec import CAPTURE_FILES, SPEC_FILE
@@ -66,7 +67,7 @@ from aaco.session.bundle import (
 )
 from aaco.session.paths import ENV_FILE, INFERENCE_SUMMARY_FILE, MODEL_META_FILE, SESSION_FILE
 from aaco.session.records import add_failure, save_session
-from aaco.session.schema import INFERENCE_ITERS
+from aaco.session.schema import INFERENCE_ITERS, SYSTEM_EVENTS
 from aaco.tracers.base import TRACERS, Tracer
 
 __all__ = [
@@ -150,38 +151,54 @@ def run_model(opts: RunOptions) -> Session:
     runner = RUNNERS.get(opts.framework)()
     _validate(opts)
     runner.validate(opts)
-    plan = runner.plan(opts)
-    tracer = _tracer(plan)
+    tracer = _tracer(runner, opts)
     collectors = _collectors(opts)
+    plan = runner.plan(opts)
     writer = BundleWriter(opts.output)
     try:
         return _run_into(writer, opts, runner, plan, tracer, collectors)
-    except UsageError:
+    except _UserFault as fault:
         # The user's model or options were at fault (found by the worker): no bundle.
         writer.discard()
-        raise
+        raise fault.error from None
     except BaseException:
         # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
         _salvage(writer, sys.exc_info()[1])
         raise
 
 
-def _tracer(plan: RunPlan) -> Tracer | None:
-    """The plan's tracer, checked before anything runs (a UsageError when it cannot)."""
-    if plan.tracer is None:
+class _UserFault(Exception):
+    """The worker found the user's model or options at fault (the runner's check_outcome):
+    the bundle is discarded and ``error`` raised, as before any bundle existed."""
+
+    def __init__(self, error: UsageError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _tracer(runner: Runner, opts: RunOptions) -> Tracer | None:
+    """The tracer the runner asks for, checked before anything is built or started (a
+    UsageError when it cannot record here)."""
+    wanted = runner.tracer(opts)
+    if wanted is None:
+        if opts.tracer is not None:
+            raise UsageError(f"--framework {runner.name} takes no tracer (got {opts.tracer!r})")
         return None
-    tracer = TRACERS.get(plan.tracer)()
-    tracer.prepare(plan.tracer_target)
+    name, target = wanted
+    tracer = TRACERS.get(name)()
+    tracer.prepare(target)
     return tracer
 
 
-def _collectors(opts: RunOptions) -> list[Callable[[int], Collector]]:
-    """Factories of the collectors to attach, each given the worker's pid."""
+def _collectors(opts: RunOptions) -> dict[str, Callable[[int], Collector]]:
+    """The collectors to attach, by registry name: factories given the worker's pid."""
     if not opts.telemetry:
-        return []
+        return {}
     names = opts.collectors if opts.collectors is not None else DEFAULT_COLLECTORS
-    classes = [COLLECTORS.get(name) for name in names]
-    return [functools.partial(_start_collector, cls, opts.sample_hz) for cls in classes]
+    return {
+        name: functools.partial(_start_collector, COLLECTORS.get(name), opts.sample_hz)
+        for name in names
+    }
 
 
 def _start_collector(cls: type[Collector], hz: float, pid: int) -> Collector:
@@ -259,7 +276,7 @@ def _run_into(
     runner: Runner,
     plan: RunPlan,
     tracer: Tracer | None,
-    collectors: Sequence[Callable[[int], Collector]],
+    collectors: Mapping[str, Callable[[int], Collector]],
 ) -> Session:
     meta = initial_meta(writer, opts, plan)
     save_session(writer.path, meta)
@@ -270,7 +287,10 @@ def _run_into(
     plan.spec = _worker_spec(writer, opts, runner, plan, meta)
     writer.write_json(SPEC_FILE, plan.spec)
     outcome = launch_worker(writer.path, WORKER_MODULE, opts.timeout_s, collectors)
-    runner.check_outcome(plan, outcome)
+    try:
+        runner.check_outcome(plan, outcome)
+    except UsageError as exc:
+        raise _UserFault(exc) from None
     summary = _finish_common(writer, meta, outcome, runner.batch(plan, outcome))
     runner.finish(plan, outcome, stage, summary)
     _finish_summary(writer, meta, outcome, summary)
@@ -313,10 +333,11 @@ def _finish_common(
         meta["phases"] = result.phases
         meta["failures"].extend(result.failures)
     for name, table in outcome.telemetry.items():
-        writer.write_table(COLLECTORS.get(name).table_name, table)
+        cls = COLLECTORS.get(name)
+        writer.write_table(cls.table_name, table)
         info = outcome.telemetry_info.get(name, {})
-        if name == "system":
-            meta["telemetry"] = info
+        if cls.meta_key is not None:
+            meta[cls.meta_key] = info
         else:
             meta.setdefault("collectors", {})[name] = info
 
@@ -346,13 +367,22 @@ def _finish_summary(
 ) -> None:
     if "profile" not in summary:
         summary["profile"] = None
-    system = outcome.telemetry.get("system")
+    system = _table_of(outcome, SYSTEM_EVENTS.name)
     if system is not None and system.num_rows:
         window = meta["phases"].get("measured")
         summary["telemetry"] = summarize_system(system, tuple(window) if window else None)
     else:
         summary["telemetry"] = None
     writer.write_json(INFERENCE_SUMMARY_FILE, summary)
+
+
+def _table_of(outcome: LaunchOutcome, table_name: str) -> pa.Table | None:
+    """The table a collector wrote as ``table_name`` (``system_events``: the telemetry the
+    summary describes), whichever collector it was."""
+    for name, table in outcome.telemetry.items():
+        if COLLECTORS.get(name).table_name == table_name:
+            return table
+    return None
 
 
 def _graph_node_count(writer: BundleWriter) -> int | None:
@@ -415,7 +445,7 @@ def capture_with(tracer: Tracer, bundle_dir: Path, timeout_s: float | None) -> K
     return KernelCapture(
         status=status,
         error=error,
-        command=[*prefix, sys.executable, "-m", WORKER_MODULE, str(bundle_dir), CAPTURE_FLAG],
+        command=[*prefix, *worker_argv(bundle_dir, capture=True)],
         output_dir=str(out),
         returncode=outcome.returncode,
         wall_s=outcome.wall_ns / 1e9,

@@ -9,5 +9,17 @@ the pipeline's (:mod:`aaco.pipeline`), the frameworks are runner plug-ins
 from __future__ import annotations
 
 from aaco.pipeline import PROFILE_MODES, RunOptions, frameworks, run_model
+from aaco.runners.ort import ResolvedModel, check_provider, resolve_model
+from aaco.runners.torch import TorchModelRef, resolve_torch_model
 
-__all__ = ["PROFILE_MODES", "RunOptions", "frameworks", "run_model"]
+__all__ = [
+    "PROFILE_MODES",
+    "ResolvedModel",
+    "RunOptions",
+    "TorchModelRef",
+    "check_provider",
+    "frameworks",
+    "resolve_model",
+    "resolve_torch_model",
+    "run_model",
+]

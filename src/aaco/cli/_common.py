@@ -113,6 +113,25 @@ else:  # click < 8.4: Choice is not generic
     _StrChoice = click.Choice
 
 
+class FrameworkChoice(_StrChoice):
+    """A :class:`click.Choice` of the registered runners (``--framework``), read when the
+    option is parsed or its help shown: a runner registered by entry point counts too."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        # lazy: the registry reads entry points (importlib.metadata) at import
+        from aaco.runners.base import runner_names
+
+        return tuple(runner_names())
+
+    @choices.setter
+    def choices(self, value: tuple[str, ...]) -> None:
+        """Ignored: the choices are the registry's."""
+
+
 class RendererChoice(_StrChoice):
     """A :class:`click.Choice` of the registered renderers (:mod:`aaco.report.renderers`),
     read when an option is parsed or its help shown, so that a renderer registered after

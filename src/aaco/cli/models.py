@@ -37,7 +37,7 @@ def models_list(config: Path | None, as_json: bool) -> None:
 @click.option("--config", type=click.Path(path_type=Path), help="Directory with a models.yaml.")
 def models_build(name: str, config: Path | None) -> None:
     """Build a built-in model into the cache and print its path."""
-    # lazy: aaco.run imports onnx (~0.2 s)
+    # lazy: the ONNX Runtime runner imports onnx and onnxruntime (~0.3 s)
     from aaco.config import load_registry
     from aaco.runners.ort import resolve_model
 

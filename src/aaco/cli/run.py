@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from aaco.cli._common import format_option, print_report, sessions_root
+from aaco.cli._common import FrameworkChoice, format_option, print_report, sessions_root
 from aaco.errors import RunError
 
 
@@ -33,7 +33,7 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 )
 @click.option(
     "--framework",
-    type=click.Choice(["onnxruntime", "torch"]),
+    type=FrameworkChoice(),
     default="onnxruntime",
     show_default=True,
     help="Runtime that executes the model (torch needs pip install 'aaco[torch]').",
@@ -152,7 +152,7 @@ def run(
     report_format: str,
 ) -> None:
     """Profile a model: warmup, measured iterations, operator profile, telemetry -> a bundle."""
-    # lazy: aaco.run imports onnx (~0.2 s), aaco.config yaml
+    # lazy: the pipeline imports the analyses and onnx (~0.3 s), aaco.config yaml
     from aaco.config import parse_input_arg, parse_int_range
     from aaco.pipeline import RunOptions, run_model
 

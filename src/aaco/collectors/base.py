@@ -36,6 +36,8 @@ class Collector:
     requires: ClassVar[tuple[str, ...]] = ()
     #: the bundle table its rows are written to (a table of :mod:`aaco.session.schema`)
     table_name: ClassVar[str] = ""
+    #: the ``session.json`` key its :meth:`info` goes to; None: ``collectors.<name>``
+    meta_key: ClassVar[str | None] = None
 
     @classmethod
     def for_process(cls, pid: int, hz: float) -> Collector:

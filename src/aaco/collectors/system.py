@@ -381,6 +381,7 @@ class SystemSampler(Collector):
     name: ClassVar[str] = "system"
     requires: ClassVar[tuple[str, ...]] = ("psutil",)
     table_name: ClassVar[str] = "system_events"
+    meta_key: ClassVar[str | None] = "telemetry"
 
     @classmethod
     def for_process(cls, pid: int, hz: float) -> SystemSampler:

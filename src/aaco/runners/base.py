@@ -101,11 +101,6 @@ class RunPlan:
     run: dict[str, Any] = field(default_factory=dict)
     #: execution providers this runtime offers, recorded in env.json
     providers: list[str] = field(default_factory=list)
-    #: the tracer plug-in that captures GPU kernels for ``--profile kernels``, when the
-    #: runner's own profiler does not
-    tracer: str | None = None
-    #: what the tracer must be able to record (the ONNX Runtime execution provider)
-    tracer_target: str = ""
     #: the runner's own state between plan and finish (the ONNX graph, the resolved model)
     state: Any = None
 
@@ -169,6 +164,13 @@ class Runner(ABC):
     def validate(self, opts: RunOptions) -> None:  # noqa: B027 - optional hook
         """Reject options that do not apply to this runner (a UsageError), before anything
         is built or started."""
+
+    def tracer(self, opts: RunOptions) -> tuple[str, str] | None:
+        """For ``--profile kernels`` when the runner's own profiler records no kernels: the
+        tracer plug-in to wrap a capture pass in (``opts.tracer`` or the runner's choice) and
+        what it must be able to record (an execution provider). Cheap: called before
+        :meth:`plan`. None (the default): the runner takes no tracer."""
+        return None
 
     @abstractmethod
     def plan(self, opts: RunOptions) -> RunPlan:

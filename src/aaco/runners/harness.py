@@ -133,10 +133,10 @@ def iters_table(
     )
 
 
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception's message, at most 400 characters."""
+def one_line(exc: BaseException, limit: int | None = 400) -> str:
+    """The first line of an exception's message, at most ``limit`` characters."""
     text = str(exc).strip() or type(exc).__name__
-    return (text.splitlines()[0] if text else text)[:400]
+    return (text.splitlines()[0] if text else text)[:limit]
 
 
 class Progress:
@@ -199,10 +199,11 @@ class WorkerContext:
 
 @dataclass
 class Profiled:
-    """The profiled pass's iteration (with a profiler's step marker, ``torch.profiler``'s
-    ``prof.step``, when it needs one: its wall time then includes the marker)."""
+    """The profiled pass's iteration, and a marker run after each one outside the timed
+    region (``torch.profiler``'s ``prof.step``, which at its last call exports the trace)."""
 
     step: Callable[[], Any]
+    after: Callable[[], Any] | None = None
 
 
 class Workload(ABC):
@@ -281,8 +282,22 @@ def _measure(workload: Workload, loop: LoopSpec, ctx: WorkerContext) -> None:
         ctx.stage("profile")
         with workload.profiled() as profiled:
             if profiled is not None:
-                starts, ends = timing_loop(profiled.step, loop.profile_runs)
+                starts, ends = _profiled_runs(profiled, loop.profile_runs)
                 _record_runs(result, "profile", starts, ends)
+
+
+def _profiled_runs(profiled: Profiled, n: int) -> tuple[array[int], array[int]]:
+    """``n`` timed iterations of the profiled pass; its marker (if any) after each one,
+    outside the clock readings: one iteration of the timing loop at a time then."""
+    if profiled.after is None:
+        return timing_loop(profiled.step, n)
+    starts, ends = array("q"), array("q")
+    for _ in range(n):
+        s, e = timing_loop(profiled.step, 1)
+        starts += s
+        ends += e
+        profiled.after()
+    return starts, ends
 
 
 def _record_runs(result: WorkerResult, phase: str, starts: array[int], ends: array[int]) -> None:

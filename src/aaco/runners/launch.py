@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,14 +139,15 @@ def launch_worker(
     bundle_dir: Path,
     module: str,
     timeout_s: float | None,
-    collectors: Sequence[Callable[[int], Collector]] = (),
+    collectors: Mapping[str, Callable[[int], Collector]] | None = None,
     *,
     args: Sequence[str] = (),
     wrapper: Sequence[str] = (),
     files: WorkerFiles = MEASURE_FILES,
 ) -> LaunchOutcome:
     """Run ``[*wrapper] python -m <module> <bundle_dir> [*args]`` and wait, with a collector
-    from each of ``collectors`` (a factory given the worker's pid) watching it.
+    from each of ``collectors`` (name -> a factory given the worker's pid) watching it; the
+    outcome's tables and infos are keyed by those names.
 
     The worker runs in its own process group so a timeout kills it with every thread and
     child it started (a ``wrapper`` such as rocprofv3 included). Its stdout and stderr go
@@ -170,14 +171,14 @@ def launch_worker(
         # time (VmHWM: its ru_maxrss may hold its own parent's), and Popen returns after the
         # exec, so this reading bounds it; off Linux, ru_maxrss is the bound at hand.
         parent_max_rss = own_peak_rss_bytes() or self_max_rss_bytes()
-        running: list[Collector] = []
+        running: dict[str, Collector] = {}
         timed_out = False
         raw_usage: dict[str, float] | None = None
         try:
-            for make in collectors:
+            for name, make in (collectors or {}).items():
                 collector = make(proc.pid)
                 collector.start()
-                running.append(collector)
+                running[name] = collector
             try:
                 raw_usage = _wait_with_usage(proc, timeout_s)
             except subprocess.TimeoutExpired:
@@ -187,11 +188,11 @@ def launch_worker(
             _kill(proc)
             raise
         finally:
-            for collector in running:
+            for collector in running.values():
                 collector.stop()
     wall = time.perf_counter_ns() - start
-    tables = {c.name: c.table() for c in running}
-    telemetry_info = {c.name: c.info() for c in running}
+    tables = {name: c.table() for name, c in running.items()}
+    telemetry_info = {name: c.info() for name, c in running.items()}
     # the worker's own process sampler: its RSS readings bound the worker's peak below
     table = next((t for t in tables.values() if "proc_rss_bytes" in t.column_names), None)
     result = None

@@ -124,13 +124,17 @@ class OrtRunner(Runner):
         if opts.compile:
             raise UsageError("--compile applies to --framework torch")
 
+    def tracer(self, opts: RunOptions) -> tuple[str, str] | None:
+        if opts.profile_mode != "kernels":
+            return None
+        backend = load_registry(opts.config_dir).backend(opts.backend or "cpu")
+        check_provider(backend)
+        return opts.tracer or "rocprofv3", backend.provider
+
     def plan(self, opts: RunOptions) -> RunPlan:
         registry = load_registry(opts.config_dir)
         backend = registry.backend(opts.backend or "cpu")
         available, fallbacks = check_provider(backend)
-        tracer = None
-        if opts.profile_mode == "kernels":
-            tracer = opts.tracer or "rocprofv3"
         backend = dataclasses.replace(backend, fallback_providers=tuple(fallbacks))
         model = resolve_model(opts.model, registry)
         proto = load_model_proto(model.path)
@@ -184,8 +188,6 @@ class OrtRunner(Runner):
             batch=batch,
             run={"preprocess": preprocess},
             providers=available,
-            tracer=tracer,
-            tracer_target=backend.provider,
             state=_OrtState(model, backend, proto, inputs),
         )
 

@@ -66,7 +66,7 @@ def _providers(spec: RunSpec) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def _one_line(exc: BaseException) -> str:
-    first = one_line(exc)
+    first = one_line(exc, limit=None)
     # ORT prefixes messages with "[ONNXRuntimeError] : 10 : INVALID_GRAPH : "; keep the reason.
     if first.startswith("[ONNXRuntimeError]"):
         parts = first.split(" : ", 3)
@@ -87,6 +87,7 @@ class OrtWorkload(Workload):
         self.feeds: dict[str, Any] = {}
         self.output_names: list[str] = []
         self.pre: Preprocessed | None = None
+        self.purpose = "measure"
 
     def prepare(self, purpose: str) -> Callable[[], Any]:
         spec, ort, result = self.run_spec, self.ort, self.ctx.result
@@ -94,16 +95,18 @@ class OrtWorkload(Workload):
         result.extra["providers_requested"] = names
         self.ctx.stage("load")
         so = _session_options(spec, ort)
+        self.purpose = purpose
         t0 = time.perf_counter_ns()
         sess = ort.InferenceSession(
             spec.model_path, sess_options=so, providers=names, provider_options=options
         )
+        load_time_ns = time.perf_counter_ns() - t0
         result.extra["providers_active"] = list(sess.get_providers())
         if purpose == "capture":
             rng = np.random.default_rng(spec.seed)
             feeds = {i.name: make_array(i, rng) for i in spec.inputs}
             return functools.partial(sess.run, [o.name for o in sess.get_outputs()], feeds)
-        result.load_time_ns = time.perf_counter_ns() - t0
+        result.load_time_ns = load_time_ns
         result.extra["session_options"] = {
             "intra_op_num_threads": so.intra_op_num_threads,
             "inter_op_num_threads": so.inter_op_num_threads,
@@ -127,7 +130,10 @@ class OrtWorkload(Workload):
         return np.frombuffer(self.pre.times, np.int64).copy() if self.pre is not None else None
 
     def release(self) -> None:
+        # The measured session goes before the profiled one is built, so the worker's peak
+        # memory is one session's (before #16 a bound method kept it alive: two sessions)
         self.sess = None
+        self.pre = None  # its times are in the iterations table by now
 
     @contextmanager
     def profiled(self) -> Iterator[Profiled | None]:
@@ -172,6 +178,6 @@ class OrtWorkload(Workload):
 
     def describe_error(self, exc: BaseException) -> str:
         error = _one_line(exc)
-        if self.ctx.result.stage == "load":
+        if self.ctx.result.stage == "load" and self.purpose == "measure":
             return f"onnxruntime rejected the model: {error}"
         return error

@@ -372,9 +372,17 @@ def write_session_meta(bundle_dir: str | os.PathLike[str], meta: SessionMeta) ->
 def save_session(bundle_dir: str | os.PathLike[str], meta: SessionMeta | Mapping[str, Any]) -> None:
     """The one writer of ``session.json``: ``meta`` (a record, or the JSON object a stage
     built) is checked against :class:`SessionMeta` and written atomically. A value of the
-    wrong type is AACO's own bug, raised here (``msgspec.ValidationError``) before it
-    reaches the file."""
-    record = meta if isinstance(meta, SessionMeta) else SessionMeta.from_data(meta)
+    wrong type (a hand-edited bundle, or AACO's own bug) is a BundleError, raised before
+    anything reaches the file."""
+    if isinstance(meta, SessionMeta):
+        record = meta
+    else:
+        try:
+            record = SessionMeta.from_data(meta)
+        except msgspec.ValidationError as exc:
+            # an existing bundle edited by hand (aaco import --into, aaco analyze): say so
+            path = Path(bundle_dir) / SESSION_FILE
+            raise BundleError(f"{path}: {SESSION_FILE} is malformed ({exc})") from exc
     write_session_meta(bundle_dir, record)
 
 
