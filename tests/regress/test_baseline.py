@@ -41,8 +41,11 @@ def test_save_list_show_and_diff_by_name(regress_sessions: Sessions, tmp_path: P
     assert show["fingerprint"] and show["fingerprint_fields"] and show["packages"]
     assert show["relative_path"] == str(base.relative_to(root))
 
+    # What is tested here is that the name resolves and the diff runs (any verdict: 0, 1 or
+    # 3). Whether two runs of one configuration are judged alike is test_diff's, with its
+    # noise rules: on a shared 2-core box two such runs once differed by 32 % at p10.
     proc = aaco("diff", "-b", "main", "-s", str(same), "--sessions", str(root), "-t", "25%")
-    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stdout + proc.stderr
     ref = json.loads((same / "regress" / "baseline_ref.json").read_text())
     assert ref["name"] == "main"
 
@@ -51,7 +54,8 @@ def test_save_list_show_and_diff_by_name(regress_sessions: Sessions, tmp_path: P
     shutil.move(root, moved)
     same2 = moved / same.relative_to(root)
     proc = aaco("diff", "-b", "main", "-s", str(same2), "--sessions", str(moved), "-t", "25%")
-    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1, 3), proc.stdout + proc.stderr
+    assert json.loads((same2 / "regress" / "baseline_ref.json").read_text())["name"] == "main"
 
     # the bundle disappeared: a clear error
     shutil.rmtree(moved / base.relative_to(root))
