@@ -314,7 +314,7 @@ def diagnose_bundle(
     """Run ``analyses`` (default: :func:`default_analyses`) over the bundle at ``path`` and
     write what they found; return the roofline summary, verdict and recommendations.
 
-    ``ceilings``: an :class:`aaco.analysis.ceilings.Ceilings` to use instead of the stored
+    ``ceilings``: an :class:`aaco.session.calibration.Ceilings` to use instead of the stored
     calibration / published table (tests, what-if). ``auto_calibrate``: when a CPU session
     with an operator profile finds no calibration, measure a quick one on this machine
     first (:func:`aaco.collectors.calibrate.first_run_calibration`); None follows

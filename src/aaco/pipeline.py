@@ -18,6 +18,7 @@ same stages at import and at analyses. Nothing here asks which framework it runs
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import sys
@@ -41,9 +42,6 @@ from aaco.errors import InputError, UsageError, attach_warning
 from aaco.ingest import ingest_traces
 from aaco.report.publish import write_reports
 from aaco.runners.base import (
-    DEFAULT_PROFILE_ITERATIONS,
-    DEFAULT_SAMPLE_HZ,
-    DEFAULT_TIMEOUT_S,
     RUNNERS,
     Runner,
     RunOptions,
@@ -71,9 +69,6 @@ from aaco.session.schema import INFERENCE_ITERS, SYSTEM_EVENTS
 from aaco.tracers.base import TRACERS, Tracer
 
 __all__ = [
-    "DEFAULT_PROFILE_ITERATIONS",
-    "DEFAULT_SAMPLE_HZ",
-    "DEFAULT_TIMEOUT_S",
     "PROFILE_MODES",
     "KernelCapture",
     "RunOptions",
@@ -409,16 +404,7 @@ class KernelCapture:
     runs: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "error": self.error,
-            "command": self.command,
-            "output_dir": self.output_dir,
-            "returncode": self.returncode,
-            "wall_s": self.wall_s,
-            "files": self.files,
-            "runs": self.runs,
-        }
+        return dataclasses.asdict(self)
 
 
 def capture_with(tracer: Tracer, bundle_dir: Path, timeout_s: float | None) -> KernelCapture:

@@ -372,14 +372,14 @@ def test_the_report_copy_shows_the_verdict_after_a_diff(
     [("5%", 0.05), ("5", 0.05), ("0.5", 0.005), ("0.5%", 0.005), (" 2.5 ", 0.025), ("-0", 0.0)],
 )
 def test_threshold_numbers_are_always_percent(text: str, value: float) -> None:
-    from aaco.cli import _threshold
+    from aaco.cli.diff import parse_threshold as _threshold
 
     assert _threshold(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["abc", "-5%", "100", "nan", "inf", ""])
 def test_bad_thresholds_are_refused(text: str) -> None:
-    from aaco.cli import _threshold
+    from aaco.cli.diff import parse_threshold as _threshold
 
     with pytest.raises(UsageError, match="threshold"):
         _threshold(text)

@@ -22,48 +22,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from aaco.session.calibration import (
-    CALIBRATION_ENV,
     GPU_BACKEND,
     LEGACY_GPU_BACKENDS,
     Ceilings,
-    MemoryLevel,
-    calibration_dir,
-    calibration_file,
-    list_calibrations,
     load_calibration,
-    normalize_dtype,
-    quality_label,
-    quality_rank,
-    replaces,
-    reusable,
-    save_calibration,
 )
 from aaco.session.devices import env_gpu, identify, load_device_table
 from aaco.session.fingerprint import hardware_fingerprint
 
-# the names defined in aaco.session (calibration, devices, fingerprint) stay importable here
-# for the callers not yet moved (aaco calibrate in aaco.cli)
-__all__ = [
-    "CALIBRATION_ENV",
-    "GPU_BACKEND",
-    "Ceilings",
-    "MemoryLevel",
-    "calibration_dir",
-    "calibration_file",
-    "hardware_fingerprint",
-    "list_calibrations",
-    "load_calibration",
-    "load_device_table",
-    "normalize_dtype",
-    "published_ceilings",
-    "published_for",
-    "quality_label",
-    "quality_rank",
-    "replaces",
-    "reusable",
-    "save_calibration",
-    "session_ceilings",
-]
+__all__ = ["published_ceilings", "published_for", "session_ceilings"]
 
 # --- published peaks -----------------------------------------------------------------------
 

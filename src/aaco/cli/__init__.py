@@ -22,10 +22,9 @@ import click
 from aaco import __version__
 from aaco.cli import diff, importing, machine, models, report, run, sessions, web
 from aaco.cli._common import CONTEXT, classify, err, fail, terminate
-from aaco.cli.diff import parse_threshold as _threshold  # tests/regress/test_diff.py
 from aaco.errors import attached_warnings
 
-__all__ = ["_threshold", "app", "main"]
+__all__ = ["app", "main"]
 
 
 @click.group(context_settings=CONTEXT)

@@ -9,6 +9,7 @@ repeated options, the report printed after a command, and the mapping of errors 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -113,43 +114,34 @@ else:  # click < 8.4: Choice is not generic
     _StrChoice = click.Choice
 
 
-class FrameworkChoice(_StrChoice):
-    """A :class:`click.Choice` of the registered runners (``--framework``), read when the
-    option is parsed or its help shown: a runner registered by entry point counts too."""
+class RegistryChoice(_StrChoice):
+    """A :class:`click.Choice` of a plug-in registry's names, read when the option is parsed
+    or its help shown, so that a plug-in registered later (an entry point, a test) counts.
+    ``names`` is the ``module:function`` that lists them, imported only then."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: str) -> None:
+        self._names = names
         super().__init__(())
 
     @property
     def choices(self) -> tuple[str, ...]:
-        # lazy: the registry reads entry points (importlib.metadata) at import
-        from aaco.runners.base import runner_names
-
-        return tuple(runner_names())
+        # lazy: a registry reads entry points (importlib.metadata) at import
+        module, _, function = self._names.partition(":")
+        return tuple(getattr(importlib.import_module(module), function)())
 
     @choices.setter
     def choices(self, value: tuple[str, ...]) -> None:
         """Ignored: the choices are the registry's."""
 
 
-class RendererChoice(_StrChoice):
-    """A :class:`click.Choice` of the registered renderers (:mod:`aaco.report.renderers`),
-    read when an option is parsed or its help shown, so that a renderer registered after
-    this module was imported counts too."""
+def framework_choice() -> RegistryChoice:
+    """``--framework``: the registered runners."""
+    return RegistryChoice("aaco.runners.base:runner_names")
 
-    def __init__(self) -> None:
-        super().__init__(())
 
-    @property
-    def choices(self) -> tuple[str, ...]:
-        # lazy: the registry reads entry points (importlib.metadata) at import
-        from aaco.report.renderers import renderer_names
-
-        return tuple(renderer_names())
-
-    @choices.setter
-    def choices(self, value: tuple[str, ...]) -> None:
-        """Ignored: the choices are the registry's."""
+def renderer_choice() -> RegistryChoice:
+    """``--format`` of ``aaco report``: the registered renderers."""
+    return RegistryChoice("aaco.report.renderers:renderer_names")
 
 
 def print_report(session: Session, fmt: str) -> None:

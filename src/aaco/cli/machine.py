@@ -58,22 +58,22 @@ def calibrate(
     one. Other processes holding the CPU while it measures make it refuse (exit 1).
     """
     # lazy: yaml, psutil and the measuring kernels
-    from aaco.analysis.ceilings import (
+    from aaco.analysis.ceilings import published_ceilings
+    from aaco.collectors.calibrate import calibrate as measure
+    from aaco.collectors.environment import capture_environment
+    from aaco.report.calibration import render_calibration, render_calibrations
+    from aaco.session.calibration import (
         GPU_BACKEND,
         calibration_dir,
         calibration_file,
-        hardware_fingerprint,
         list_calibrations,
         load_calibration,
-        published_ceilings,
         quality_label,
         replaces,
         reusable,
         save_calibration,
     )
-    from aaco.collectors.calibrate import calibrate as measure
-    from aaco.collectors.environment import capture_environment
-    from aaco.report.calibration import render_calibration, render_calibrations
+    from aaco.session.fingerprint import hardware_fingerprint
 
     env = capture_environment([], [])
     if show:
@@ -90,7 +90,7 @@ def calibrate(
     fp: str | None = hardware_fingerprint(env)
     kind = backend
     if backend != "cpu":
-        from aaco.analysis.devices import env_gpu  # lazy: its patterns cost ~4 ms at start-up
+        from aaco.session.devices import env_gpu  # lazy: its patterns cost ~4 ms at start-up
 
         ident = env_gpu(env)  # what the vendor tools report; torch confirms it when measuring
         fp, kind = (ident.key if ident is not None else None), GPU_BACKEND

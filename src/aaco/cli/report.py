@@ -11,11 +11,11 @@ import click
 from click.core import ParameterSource
 
 from aaco.cli._common import (
-    RendererChoice,
     color,
     format_option,
     out,
     print_report,
+    renderer_choice,
     session_option,
     session_path,
     sessions_option,
@@ -38,7 +38,7 @@ def _write(output: Path, data: bytes) -> None:
     "--format",
     "-f",
     "fmt",
-    type=RendererChoice(),
+    type=renderer_choice(),
     default="terminal",
     show_default=True,
     help="With --output, its extension (.json, .html, .txt) picks the default.",

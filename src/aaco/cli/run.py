@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from aaco.cli._common import FrameworkChoice, format_option, print_report, sessions_root
+from aaco.cli._common import format_option, framework_choice, print_report, sessions_root
 from aaco.errors import RunError
 
 
@@ -33,7 +33,7 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 )
 @click.option(
     "--framework",
-    type=FrameworkChoice(),
+    type=framework_choice(),
     default="onnxruntime",
     show_default=True,
     help="Runtime that executes the model (torch needs pip install 'aaco[torch]').",

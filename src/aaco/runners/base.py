@@ -147,9 +147,6 @@ class RunStage:
         """Set one top-level ``session.json`` key a runner owns (``kernel_capture``)."""
         self._meta[key] = value
 
-    def get(self, key: str) -> Any:
-        return self._meta.get(key)
-
 
 class Runner(ABC):
     """One framework's side of ``aaco run``; subclasses set the class attributes and

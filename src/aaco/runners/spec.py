@@ -84,12 +84,6 @@ class RunSpec:
     bundle_dir: str
     preprocess: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["inputs"] = [i.to_json() for i in self.inputs]
-        d["backend"] = self.backend.to_json()
-        return d
-
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RunSpec:
         b = d["backend"]

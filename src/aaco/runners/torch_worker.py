@@ -274,7 +274,7 @@ def _framework_info(spec: TorchRunSpec, torch: Any) -> dict[str, Any]:
     gpu: dict[str, Any] = {}
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev.index or 0)
-        # the device identity its ceilings are found by (aaco.analysis.devices), also when
+        # the device identity its ceilings are found by (aaco.session.devices), also when
         # no vendor tool on PATH lists the GPU in env.json
         props = torch.cuda.get_device_properties(dev.index or 0)
         hip = getattr(torch.version, "hip", None)
