@@ -24,6 +24,12 @@ if ! python -c "import torch" 2>/dev/null; then
     echo "note: torch not installed; the PyTorch runner tests will be skipped (AACO_TEST_TORCH=1 installs it)" >&2
   fi
 fi
+# The LLM serving tests run against a real `transformers serve` (a tiny Llama built offline)
+# when torch is here: its `serving` extra keeps the CPU torch wheel installed above.
+if python -c "import torch" 2>/dev/null && ! python -c "import transformers" 2>/dev/null; then
+  python -m pip install --quiet "transformers[serving]>=5,<6" \
+    || echo "note: transformers[serving] did not install; the real-server tests will be skipped" >&2
+fi
 ruff check src tests bench scripts
 ruff format --check src tests bench scripts
 mypy

@@ -56,6 +56,7 @@ from aaco.session.records import save_session
 from aaco.session.schema import OP_COSTS, ROOFLINE
 
 __all__ = [
+    "MODEL_RUN_KINDS",
     "Analysis",
     "Diagnosis",
     "default_analyses",
@@ -132,17 +133,26 @@ class Diagnosis:
     recommendations: list[dict[str, Any]] | None = None
 
 
+#: the bundle kinds (``session.json`` ``kind``; ``run`` when absent) of a model run, measured
+#: or imported: what the roofline, bottleneck and recommendations analyses need. A serving
+#: benchmark (``kind: "serving"``, aaco llm bench) has no model run to diagnose.
+MODEL_RUN_KINDS: tuple[str, ...] = ("run", "import")
+
+
 @dataclass(frozen=True)
 class Analysis:
     """One analysis of the diagnosis: ``run`` reads the fields named in ``requires`` from
     the :class:`Diagnosis` (set by earlier analyses), sets those in ``provides`` and writes
-    the bundle files in ``writes``. Compose them in a list (:func:`default_analyses`)."""
+    the bundle files in ``writes``; ``kinds``: the bundle kinds it applies to (a bundle of
+    another kind skips it, which is no failure). Compose them in a list
+    (:func:`default_analyses`)."""
 
     name: str
     requires: tuple[str, ...]
     provides: tuple[str, ...]
     writes: tuple[str, ...]
     run: Callable[[Diagnosis], None]
+    kinds: tuple[str, ...] = MODEL_RUN_KINDS
 
 
 def _roofline(d: Diagnosis) -> None:
@@ -319,10 +329,17 @@ def diagnose_bundle(
     with an operator profile finds no calibration, measure a quick one on this machine
     first (:func:`aaco.collectors.calibrate.first_run_calibration`); None follows
     ``AACO_AUTO_CALIBRATE`` (on unless 0). An analysis whose inputs no earlier one provided
-    is skipped and recorded as a failure.
+    is skipped and recorded as a failure; one that does not apply to the bundle's kind
+    (``Analysis.kinds``: a serving benchmark has no model run to diagnose) is skipped
+    quietly and named in the result's ``skipped``.
     """
     d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate)
+    kind = d.session.meta.get("kind") or "run"
+    skipped: list[str] = []
     for analysis in default_analyses() if analyses is None else analyses:
+        if kind not in analysis.kinds:
+            skipped.append(analysis.name)
+            continue
         missing = [name for name in analysis.requires if getattr(d, name) is None]
         if missing:
             d.stages.failures.append(
@@ -346,6 +363,7 @@ def diagnose_bundle(
         "roofline": d.roofline,
         "bottleneck": d.verdict,
         "recommendations": d.recommendations or [],
+        "skipped": skipped,
     }
 
 

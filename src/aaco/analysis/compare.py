@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from warnings import catch_warnings, simplefilter
 
 import numpy as np
 from scipy import stats as sps
@@ -227,7 +228,9 @@ class Welch:
     p_value: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"mean_ratio": self.mean_ratio, "t": self.t, "p_value": self.p_value}
+        # two constant series of different values give an infinite t, which JSON lacks
+        t = self.t if math.isfinite(self.t) else None
+        return {"mean_ratio": self.mean_ratio, "t": t, "p_value": self.p_value}
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,8 @@ class Comparison:
     ratios: np.ndarray[Any, Any] | None = field(default=None, repr=False, compare=False)
     #: the gate the headline reports: the one that decided a REGRESSION or IMPROVEMENT
     primary_gate: str = ""
+    #: larger values are better (a throughput): a regression is a ratio below ``1 - delta``
+    higher_is_better: bool = False
 
     @property
     def primary(self) -> MetricShift:
@@ -264,7 +269,7 @@ class Comparison:
         unknown = [g for g in requested if g not in QUANTILES]
         if unknown:
             raise ValueError(f"unknown gate(s) {unknown}; choose from {', '.join(QUANTILES)}")
-        shifts = _shifts(self.ratios, self.metrics, delta)
+        shifts = _shifts(self.ratios, self.metrics, delta, self.higher_is_better)
         verdict, metrics, used, notes, primary = _judge(shifts, requested, self.alpha, self.bimodal)
         base_warnings = [w for w in self.warnings if not w.startswith(_SHAPE_NOTE)]
         return replace(
@@ -303,6 +308,7 @@ class Comparison:
             "samples": {"baseline": self.n[0], "session": self.n[1]},
             "runs": {"baseline": self.runs[0], "session": self.runs[1]},
             "bimodal": {"baseline": self.bimodal[0], "session": self.bimodal[1]},
+            **({"higher_is_better": True} if self.higher_is_better else {}),
             "warnings": list(self.warnings),
         }
 
@@ -336,19 +342,25 @@ _SHAPE_NOTE = "the median disagrees with the gate"
 
 
 def _shifts(
-    ratios: np.ndarray[Any, Any], points: dict[str, MetricShift], delta: float
+    ratios: np.ndarray[Any, Any],
+    points: dict[str, MetricShift],
+    delta: float,
+    higher_is_better: bool = False,
 ) -> dict[str, MetricShift]:
-    """One-sided bootstrap p-values of every quantile against the margin ``delta``."""
+    """One-sided bootstrap p-values of every quantile against the margin ``delta``: a
+    regression is a ratio above ``1 + delta`` (below ``1 - delta`` when higher is better)."""
     if not 0 <= delta < 1:
         raise ValueError("delta must be a fraction in [0, 1)")
     denom = ratios.shape[1] + 1
     out: dict[str, MetricShift] = {}
     for i, name in enumerate(QUANTILES):
         r = ratios[i]
+        not_up = (1 + int(np.count_nonzero(r <= 1 + delta))) / denom
+        not_down = (1 + int(np.count_nonzero(r >= 1 - delta))) / denom
         out[name] = replace(
             points[name],
-            p_regression=(1 + int(np.count_nonzero(r <= 1 + delta))) / denom,
-            p_improvement=(1 + int(np.count_nonzero(r >= 1 - delta))) / denom,
+            p_regression=not_down if higher_is_better else not_up,
+            p_improvement=not_up if higher_is_better else not_down,
             p_equivalence=max(
                 (1 + int(np.count_nonzero(r >= 1 + delta))) / denom,
                 (1 + int(np.count_nonzero(r <= 1 - delta))) / denom,
@@ -358,6 +370,49 @@ def _shifts(
             p_improvement_holm=None,
         )
     return out
+
+
+def combine_verdicts(verdicts: Sequence[str]) -> str:
+    """The verdict of several gates: REGRESSION if any regresses, NO CHANGE if all are
+    equivalent, IMPROVEMENT if one improves and the others are equivalent, else
+    INCONCLUSIVE."""
+    if REGRESSION in verdicts:
+        return REGRESSION
+    if all(v == NO_CHANGE for v in verdicts):
+        return NO_CHANGE
+    if IMPROVEMENT in verdicts and all(v in (IMPROVEMENT, NO_CHANGE) for v in verdicts):
+        return IMPROVEMENT
+    return INCONCLUSIVE
+
+
+def _shape_note(
+    metrics: dict[str, MetricShift], gates: tuple[str, ...], verdict: str, alpha: float
+) -> str | None:
+    """The median's say: why ``verdict`` must become INCONCLUSIVE, or None (see _judge)."""
+    if "p50" in gates or verdict == INCONCLUSIVE:
+        return None
+    med = metrics["p50"]
+    say = _metric_verdict(med.p_regression, med.p_improvement, med.p_equivalence, alpha)
+    if say not in (REGRESSION, IMPROVEMENT) or say == verdict:
+        return None
+    lo, hi = med.ci_pct
+    return (
+        f"{_SHAPE_NOTE}: {gates[0]} says {verdict} but the median moved "
+        f"{med.delta_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]; the distribution changed "
+        "shape (a slower mode, a longer tail, interference), so the verdict is "
+        "INCONCLUSIVE: rerun, or gate on p50 (--gate p50)"
+    )
+
+
+def _deciding(metrics: dict[str, MetricShift], gates: tuple[str, ...], verdict: str) -> str:
+    """The gate behind a REGRESSION or IMPROVEMENT (smallest Holm-adjusted p), else the first."""
+    if verdict == REGRESSION:
+        deciding = [g for g in gates if metrics[g].verdict == REGRESSION]
+        return min(deciding, key=lambda g: metrics[g].p_regression_holm or 1.0)
+    if verdict == IMPROVEMENT:
+        deciding = [g for g in gates if metrics[g].verdict == IMPROVEMENT]
+        return min(deciding, key=lambda g: metrics[g].p_improvement_holm or 1.0)
+    return gates[0]
 
 
 def _judge(
@@ -389,35 +444,121 @@ def _judge(
         v = _metric_verdict(pr, pi, m.p_equivalence, alpha)
         verdicts.append(v)
         metrics[g] = replace(m, verdict=v, p_regression_holm=pr, p_improvement_holm=pi)
-    if REGRESSION in verdicts:
-        overall = REGRESSION
-    elif all(v == NO_CHANGE for v in verdicts):
-        overall = NO_CHANGE
-    elif IMPROVEMENT in verdicts and all(v in (IMPROVEMENT, NO_CHANGE) for v in verdicts):
-        overall = IMPROVEMENT
-    else:
-        overall = INCONCLUSIVE
+    overall = combine_verdicts(verdicts)
     notes: list[str] = []
-    if "p50" not in gates and overall != INCONCLUSIVE:
-        med = metrics["p50"]
-        say = _metric_verdict(med.p_regression, med.p_improvement, med.p_equivalence, alpha)
-        if say in (REGRESSION, IMPROVEMENT) and say != overall:
-            lo, hi = med.ci_pct
-            notes.append(
-                f"{_SHAPE_NOTE}: {gates[0]} says {overall} but the median moved "
-                f"{med.delta_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]; the distribution changed "
-                "shape (a slower mode, a longer tail, interference), so the verdict is "
-                "INCONCLUSIVE: rerun, or gate on p50 (--gate p50)"
+    note = _shape_note(metrics, gates, overall, alpha)
+    if note is not None:
+        notes.append(note)
+        overall = INCONCLUSIVE
+    return overall, metrics, gates, notes, _deciding(metrics, gates, overall)
+
+
+@dataclass(frozen=True)
+class GateTest:
+    """A test beside the quantile gates of a family (:func:`judge_family`), such as a rise
+    of the failed-request share: its one-sided p-values and whether it found the sides
+    equivalent (``p_equivalence`` below ``alpha / 2``)."""
+
+    name: str
+    p_regression: float
+    p_improvement: float
+    p_equivalence: float
+    verdict: str | None = None
+    p_regression_holm: float | None = None
+    p_improvement_holm: float | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """The verdict of several comparisons judged together (:func:`judge_family`)."""
+
+    verdict: str
+    #: each comparison with its family-adjusted gates and its own verdict within the family
+    comparisons: dict[str, Comparison]
+    tests: dict[str, GateTest]
+    #: what decided: ``(comparison name, gate)``, or ``(test name, "")``
+    primary: tuple[str, str]
+    alpha: float
+
+
+def judge_family(
+    comparisons: dict[str, Comparison],
+    tests: Sequence[GateTest] = (),
+    alpha: float = DEFAULT_ALPHA,
+) -> Family:
+    """Judge several comparisons (each metric of a serving session: TTFT, TPOT ...) and
+    tests as one family: Holm's procedure over *every* gate of every comparison and every
+    test together, so that the chance of any false REGRESSION stays at ``alpha / 2`` however
+    many metrics gate. Each comparison keeps its own gates (bimodal ones included) and the
+    median's say; the family's verdict combines the comparisons' and the tests' verdicts by
+    :func:`combine_verdicts`. The primary is the gate or test with the smallest adjusted p
+    behind a REGRESSION or IMPROVEMENT, else the first INCONCLUSIVE one, else the first gate.
+    """
+    if not comparisons and not tests:
+        raise ValueError("a family needs at least one comparison or test")
+    slots = [(name, g) for name, c in comparisons.items() for g in c.gates]
+    raw_reg = [comparisons[n].metrics[g].p_regression for n, g in slots]
+    raw_imp = [comparisons[n].metrics[g].p_improvement for n, g in slots]
+    raw_reg += [t.p_regression for t in tests]
+    raw_imp += [t.p_improvement for t in tests]
+    adj_reg, adj_imp = holm(raw_reg), holm(raw_imp)
+    updated: dict[str, Comparison] = {}
+    guarded: set[str] = set()  # comparisons the median's say made INCONCLUSIVE
+    i = 0
+    for name, c in comparisons.items():
+        metrics = dict(c.metrics)
+        own: list[str] = []
+        for g in c.gates:
+            m = metrics[g]
+            v = _metric_verdict(adj_reg[i], adj_imp[i], m.p_equivalence, alpha)
+            metrics[g] = replace(
+                m, verdict=v, p_regression_holm=adj_reg[i], p_improvement_holm=adj_imp[i]
             )
-            overall = INCONCLUSIVE
-    primary = gates[0]
-    if overall == REGRESSION:
-        deciding = [g for g in gates if metrics[g].verdict == REGRESSION]
-        primary = min(deciding, key=lambda g: metrics[g].p_regression_holm or 1.0)
-    elif overall == IMPROVEMENT:
-        deciding = [g for g in gates if metrics[g].verdict == IMPROVEMENT]
-        primary = min(deciding, key=lambda g: metrics[g].p_improvement_holm or 1.0)
-    return overall, metrics, gates, notes, primary
+            own.append(v)
+            i += 1
+        verdict = combine_verdicts(own)
+        warnings = [w for w in c.warnings if not w.startswith(_SHAPE_NOTE)]
+        note = _shape_note(metrics, c.gates, verdict, alpha)
+        if note is not None:
+            warnings.append(note)
+            verdict = INCONCLUSIVE
+            guarded.add(name)
+        updated[name] = replace(
+            c,
+            verdict=verdict,
+            metrics=metrics,
+            warnings=warnings,
+            primary_gate=_deciding(metrics, c.gates, verdict),
+        )
+    judged: dict[str, GateTest] = {}
+    for t in tests:
+        v = _metric_verdict(adj_reg[i], adj_imp[i], t.p_equivalence, alpha)
+        judged[t.name] = replace(
+            t, verdict=v, p_regression_holm=adj_reg[i], p_improvement_holm=adj_imp[i]
+        )
+        i += 1
+    overall = combine_verdicts(
+        [c.verdict for c in updated.values()] + [str(t.verdict) for t in judged.values()]
+    )
+    # (name, gate, verdict, adjusted p behind it) of every gate and test, in order; the
+    # gates of a comparison the median's say overruled count as INCONCLUSIVE
+    candidates: list[tuple[str, str, str, float]] = []
+    for name, c in updated.items():
+        for g in c.gates:
+            m = c.metrics[g]
+            q = m.p_regression_holm if overall == REGRESSION else m.p_improvement_holm
+            said = INCONCLUSIVE if name in guarded else m.verdict
+            candidates.append((name, g, str(said), 1.0 if q is None else q))
+    for t in judged.values():
+        q = t.p_regression_holm if overall == REGRESSION else t.p_improvement_holm
+        candidates.append((t.name, "", str(t.verdict), 1.0 if q is None else q))
+    matching = [k for k in candidates if k[2] == overall]
+    if overall in (REGRESSION, IMPROVEMENT):
+        best = min(matching, key=lambda k: k[3])
+    else:
+        best = matching[0] if matching else candidates[0]
+    primary = (best[0], best[1])
+    return Family(verdict=overall, comparisons=updated, tests=judged, primary=primary, alpha=alpha)
 
 
 def compare(
@@ -429,15 +570,18 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    higher_is_better: bool = False,
 ) -> Comparison:
     """Compare per-iteration latencies (warmup already dropped, run order kept).
 
     Each side is one run's series or a sequence of runs (separate processes of the same
     configuration), pooled through :func:`runs_bootstrap_quantiles`. ``delta`` is the
-    equivalence margin as a fraction. Raises ValueError on runs shorter than
-    ``MIN_SAMPLES``, non-finite or non-positive values, or unknown gate names.
+    equivalence margin as a fraction. ``higher_is_better``: the values are a rate (a
+    throughput), so a REGRESSION is a ratio below ``1 - delta``. Raises ValueError on runs
+    shorter than ``MIN_SAMPLES``, non-finite or non-positive values, or unknown gate names.
     """
     runs_a, runs_b = as_runs(baseline), as_runs(session)
+    noun = "values" if higher_is_better else "latencies"
     for label, runs in (("baseline", runs_a), ("session", runs_b)):
         if not runs:
             raise ValueError(f"{label} has no runs")
@@ -448,7 +592,7 @@ def compare(
                     f"{MIN_SAMPLES} are needed"
                 )
             if not np.all(np.isfinite(x)) or np.any(x <= 0):
-                raise ValueError(f"{label} latencies must be finite and positive")
+                raise ValueError(f"{label} {noun} must be finite and positive")
     a, b = np.concatenate(runs_a), np.concatenate(runs_b)
     unknown = [g for g in gates if g not in QUANTILES]
     if unknown or not gates:
@@ -484,9 +628,13 @@ def compare(
     bim = (is_bimodal(a), is_bimodal(b))
     requested = tuple(dict.fromkeys(gates))
     overall, metrics, gate_list, notes, primary = _judge(
-        _shifts(ratios, points, delta), requested, alpha, bim
+        _shifts(ratios, points, delta, higher_is_better), requested, alpha, bim
     )
-    t = sps.ttest_ind(b, a, equal_var=False)
+    with catch_warnings():
+        # nearly constant series (a scripted or quantised figure) warn of precision loss;
+        # Welch is reported for reference only, so its accuracy there does not matter
+        simplefilter("ignore", RuntimeWarning)
+        t = sps.ttest_ind(b, a, equal_var=False)
     t_stat, p_val = float(t.statistic), float(t.pvalue)
     if math.isnan(p_val):  # two constant series
         t_stat, p_val = 0.0, 1.0
@@ -495,7 +643,7 @@ def compare(
     if any(bim):
         which = " and ".join(n for n, f in zip(("baseline", "session"), bim, strict=True) if f)
         warnings.append(
-            f"{which} latencies are bimodal: a single quantile hides two populations, so the "
+            f"{which} {noun} are bimodal: a single quantile hides two populations, so the "
             "quartiles and the median gate too; read the quantile shifts (p10..p90)"
         )
     for label, runs, blocks in (("baseline", runs_a, blocks_a), ("session", runs_b, blocks_b)):
@@ -523,6 +671,7 @@ def compare(
         requested_gates=requested,
         ratios=ratios,
         primary_gate=primary,
+        higher_is_better=higher_is_better,
     )
 
 

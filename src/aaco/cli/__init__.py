@@ -20,7 +20,7 @@ import traceback
 import click
 
 from aaco import __version__
-from aaco.cli import diff, importing, machine, models, report, run, sessions, web
+from aaco.cli import diff, importing, llm, machine, models, report, run, sessions, web
 from aaco.cli._common import CONTEXT, classify, err, fail, terminate
 from aaco.errors import attached_warnings
 
@@ -48,6 +48,7 @@ for _command in (
     sessions.baseline_app,
     diff.diff,
     models.models_app,
+    llm.llm_app,
     web.serve,
     web.dashboard,
 ):

@@ -58,9 +58,18 @@ def parse_threshold(value: str) -> float:
 )
 @click.option(
     "--gate",
-    default="p10",
-    show_default=True,
-    help="Quantiles that gate the verdict, comma-separated (p10,p50,p90,p99); Holm-corrected.",
+    default=None,
+    help="Quantiles that gate the verdict, comma-separated, Holm-corrected: p10,p50,p90,p99 "
+    "for model runs (default p10); METRIC:QUANTILE for serving sessions (default "
+    "ttft:p50,ttft:p99,tpot:p50,output_tokens_per_s:p50; metrics ttft, tpot, e2e, "
+    "output_tokens_per_s).",
+)
+@click.option(
+    "--point",
+    default=None,
+    help="Serving sessions: the load point to compare, an index into the baseline's sweep "
+    "(default 0, the first) or concurrency=N / rate=R; the session's point at the same load "
+    "is compared.",
 )
 @click.option(
     "--format",
@@ -87,7 +96,8 @@ def diff(
     session_args: tuple[str, ...],
     sessions: Path | None,
     threshold: str,
-    gate: str,
+    gate: str | None,
+    point: str | None,
     fmt: str,
     allow_model_change: bool,
     no_history: bool,
@@ -111,7 +121,7 @@ def diff(
         base += found
         names += [name] if name else []
     targets = [Session.load(session_path(s, sessions)) for s in session_args or ("latest",)]
-    gates = [g.strip() for g in gate.split(",") if g.strip()]
+    gates = None if gate is None else [g.strip() for g in gate.split(",") if g.strip()]
     result = diff_sessions(
         base,
         targets,
@@ -122,6 +132,7 @@ def diff(
         allow_model_change=allow_model_change,
         use_history=not no_history,
         check_contention=not allow_contention,
+        point=point,
     )
     for target in targets:
         try:
@@ -130,7 +141,7 @@ def diff(
             raise InputError(f"cannot write into {target.path}: {exc.strerror or exc}") from exc
     # loud on stderr whatever the format, so that CI logs show them next to the exit code
     for w in result["verdict"]["warnings"]:
-        if w.startswith(("DIFFERENT", "different", "MEASUREMENT")):
+        if w.startswith(("DIFFERENT", "different", "MEASUREMENT", "FAILED")):
             err(f"warning: {w}")
     if fmt == "json":
         out(json.dumps(result, indent=2))

@@ -90,12 +90,23 @@ def history(
 @sessions_option("Sessions root for 'latest'.")
 @click.option("--sla", required=True, type=click.Path(path_type=Path), help="YAML file of rules.")
 @click.option("--allow-unknown", is_flag=True, help="A rule whose metric is missing passes.")
+@click.option(
+    "--point",
+    default=None,
+    help="Serving sessions: the load point the rules bound, an index into the sweep (default "
+    "0, the first) or concurrency=N / rate=R.",
+)
 @json_option("JSON instead of text.")
 def check(
-    session: str, sessions: Path | None, sla: Path, allow_unknown: bool, as_json: bool
+    session: str,
+    sessions: Path | None,
+    sla: Path,
+    allow_unknown: bool,
+    point: str | None,
+    as_json: bool,
 ) -> int:
-    """Check a session against SLA rules (p99_ms <= 12, throughput >= 200 ...); exit 1 on
-    a violation."""
+    """Check a session against SLA rules (p99_ms <= 12, throughput >= 200, ttft_p99_ms < 200,
+    failed_fraction <= 0.01 ...); exit 1 on a violation."""
     # lazy: yaml, scipy, rich
     from aaco.regress.sla import check as run_check
     from aaco.regress.sla import load_rules
@@ -105,7 +116,7 @@ def check(
     s = Session.load(session_path(session, sessions))
     if s.status != "completed":
         raise BundleError(f"{s.path}: the run {s.status}; there is nothing to check")
-    result = run_check(s, rules, allow_unknown=allow_unknown)
+    result = run_check(s, rules, allow_unknown=allow_unknown, point=point)
     if as_json:
         out(json.dumps(result, indent=2))
     else:
@@ -161,11 +172,14 @@ def baseline_list(sessions: Path | None, as_json: bool) -> None:
         if "error" in r:
             out(f"{r['name']}: {r['error']}")
             continue
-        lat = r.get("latency_ms") or {}
-        p50 = lat.get("p50")
+        if r.get("kind") == "serving":
+            first = (r.get("serving_points") or [{}])[0]
+            p50, what = first.get("ttft_p50_ms"), f"at {first.get('load')}, ttft p50"
+        else:
+            p50, what = (r.get("latency_ms") or {}).get("p50"), "p50"
         out(
             f"{r['name']:<20} {r.get('session_id')}  {(r.get('model') or {}).get('name')} on "
-            f"{(r.get('backend') or {}).get('name')}  p50 "
+            f"{(r.get('backend') or {}).get('name')}  {what} "
             f"{'unknown' if p50 is None else format(p50, '.4g') + ' ms'}  "
             f"saved {r.get('saved_utc')}" + ("" if r.get("exists") else "  [bundle missing]")
         )

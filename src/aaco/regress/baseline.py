@@ -14,6 +14,7 @@ from typing import Any
 
 from aaco import __version__
 from aaco.errors import BundleError, InputError, UsageError
+from aaco.regress import serving
 from aaco.session.bundle import Session, atomic_write_json, read_json, utc_now_iso
 from aaco.session.catalog import run_settings
 from aaco.session.paths import SESSION_FILE
@@ -35,8 +36,12 @@ def config_key(session: Session) -> tuple[Any, ...]:
 def run_key(session: Session) -> tuple[Any, ...]:
     """``config_key`` plus the run settings that change latency by themselves (threads,
     input shapes, preprocessing, framework): what runs pooled on one side, sessions of one
-    history and the noise floor's past sessions must share."""
-    return (*config_key(session), run_settings(session.meta))
+    history and the noise floor's past sessions must share. A serving session's key adds
+    its kind and its serving settings (server, endpoint, load, prompts, sweep)."""
+    key = (*config_key(session), run_settings(session.meta))
+    if serving.is_serving(session):
+        return (serving.SERVING_KIND, *key, serving.serving_key(session))
+    return key
 
 
 def is_baseline_name(name: str) -> bool:
@@ -65,6 +70,11 @@ def usable_session(session: Session, role: str) -> None:
             + (f" ({reason})" if reason else "")
             + "; only completed sessions can be compared"
         )
+    if serving.is_serving(session):
+        ok = [(p.get("requests") or {}).get("ok") for p in serving.points(session)]
+        if not any(isinstance(n, int) and n > 0 for n in ok):
+            raise BundleError(f"{role} {session.path}: no successful measured request to compare")
+        return
     lat = (session.summary or {}).get("latency_ms") or {}
     if not lat.get("count"):
         raise BundleError(f"{role} {session.path}: no measured iterations to compare")
@@ -97,6 +107,24 @@ def reference(session: Session, root: Path | None, name: str | None) -> dict[str
         "fingerprint_fields": env.get("fingerprint_fields"),
         "packages": env.get("packages"),
         "latency_ms": {k: lat.get(k) for k in ("count", "mean", "p50", "p90", "p99")},
+        **(_serving_reference(session) if serving.is_serving(session) else {}),
+    }
+
+
+def _serving_reference(session: Session) -> dict[str, Any]:
+    """What reproduces a serving session: its kind, settings and the headline figures of
+    each load point."""
+    keep = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "output_tokens_per_s", "failed_fraction")
+    pts = []
+    for p in serving.points(session):
+        f = serving.figures(p)
+        load = p.get("load")
+        label = serving.load_label(load if isinstance(load, dict) else {})
+        pts.append({"point": p.get("point"), "load": label} | {k: f[k] for k in keep})
+    return {
+        "kind": serving.SERVING_KIND,
+        "serving": serving.settings(session),
+        "serving_points": pts,
     }
 
 
@@ -112,7 +140,8 @@ def save_baseline(
     if len({run_key(s) for s in runs}) > 1:
         raise UsageError(
             "the sessions of one baseline must share model, backend, batch and run settings "
-            "(threads, inputs, preprocessing, framework)"
+            "(threads, inputs, preprocessing, framework; for serving sessions the server, "
+            "endpoint, load and prompts)"
         )
     f = baseline_file(root, name)
     if f.exists() and not force:

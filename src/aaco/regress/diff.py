@@ -3,12 +3,12 @@
 Reads both bundles, runs :func:`aaco.analysis.compare.compare` on the measured iterations,
 gathers evidence from whatever both bundles hold, and writes ``regress/diff.json``,
 ``regress/verdict.json`` and ``regress/baseline_ref.json`` into the session's bundle.
-The method is described in docs/methodology.md.
+Serving sessions go to :func:`aaco.regress.serving_diff.diff_serving`. The method is
+described in docs/methodology.md.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,35 @@ from aaco.analysis.evidence import dict_differences, movers, scalar_delta
 from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
 from aaco.analysis.timeline import kernel_summary
 from aaco.errors import BundleError, UsageError
+from aaco.regress import serving
 from aaco.regress.baseline import config_key, reference, run_key, usable_session
+from aaco.regress.common import (
+    CONTENTION_ALWAYS,
+    CONTENTION_GAP,
+    CONTENTION_SHARE,
+    DEFAULT_THRESHOLD,
+    EXIT_CODES,
+    HISTORY_WINDOW,
+    MAX_MARGIN,
+    POOLED_RUNS,
+    RECOMMEND,
+    as_dict,
+    as_list,
+    check_sides,
+    confidence_label,
+    contention_reason,
+    environment_differences,
+    finite,
+    fmt_diffs,
+    mib,
+    num,
+    severity,
+    verdict_p,
+)
+from aaco.regress.serving_diff import diff_serving
 from aaco.report.model import report_ops, session_op_names
 from aaco.report.publish import write_reports
 from aaco.report.regress import verdict_line
-from aaco.session import metadata
 from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
 from aaco.session.catalog import RUN_SETTINGS
 from aaco.session.paths import (
@@ -51,44 +75,32 @@ from aaco.session.paths import (
 )
 from aaco.session.schema import INFERENCE_ITERS, KERNELS, OPS, ORT_RUNS, SYSTEM_EVENTS
 
-DEFAULT_THRESHOLD = 0.03
-HISTORY_WINDOW = 50
-#: the largest equivalence margin a comparison takes (a fraction below 1); a learned floor at
-#: or above it makes the verdict INCONCLUSIVE
-MAX_MARGIN = 1.0
-#: runs per side from which the pooled interval, not the learned floor, holds run-to-run noise
-POOLED_RUNS = 3
 TOP_MOVERS = 10
 
-EXIT_CODES = {NO_CHANGE: 0, IMPROVEMENT: 0, REGRESSION: 1, INCONCLUSIVE: 3}
-
-
-def _run_keys() -> tuple[str, ...]:
-    """Run settings whose change is a candidate cause by itself: the ``run.`` keys the
-    metadata registry marks as causes (:func:`aaco.session.metadata.causes`)."""
-    return metadata.run_fields(metadata.causes())
-
-
-_RECOMMEND = {
-    "configuration change": "The runs were configured differently; rerun the baseline with "
-    "the session's settings (or revert them) before blaming the code.",
-    "environment change": "Software or hardware differs between the runs; pin the versions "
-    "listed under environment and compare like with like.",
-    "model change": "The graph itself changed; look at the added/removed operators and the "
-    "top movers for the layers that grew.",
-    "launch-bound": "More kernel launches per iteration: investigate graph partitioning and "
-    "operator fusion, or capture the graph (CUDA/HIP graphs).",
-    "slower kernels": "Kernels themselves got slower: compare the top kernel movers and check "
-    "clocks, data types and kernel selection (tuning databases).",
-    "gpu idle": "The GPU sits idle more often: host-side work or synchronisation grew between "
-    "kernels; see the idle breakdown of both reports.",
-    "throttling": "Clocks were lower during the session: check power and thermal limits and "
-    "pin clocks for benchmarking.",
-    "cpu contention": "Other work competed for the CPU during the session: rerun on a quiet "
-    "machine or pin the benchmark to isolated cores.",
-    "operator": "One operator explains most of the change: profile it alone and compare its "
-    "kernels and shapes between the runs.",
-}
+__all__ = [
+    "CONTENTION_ALWAYS",
+    "CONTENTION_GAP",
+    "CONTENTION_SHARE",
+    "DEFAULT_THRESHOLD",
+    "EXIT_CODES",
+    "HISTORY_WINDOW",
+    "MAX_MARGIN",
+    "POOLED_RUNS",
+    "baseline_history",
+    "candidate_causes",
+    "confidence",
+    "confidence_label",
+    "contention_guard",
+    "contention_reason",
+    "cpu_contention",
+    "diff_serving",
+    "diff_sessions",
+    "environment_differences",
+    "gather_evidence",
+    "measured_latencies",
+    "severity",
+    "write_diff",
+]
 
 
 def measured_latencies(session: Session) -> np.ndarray[Any, Any]:
@@ -181,15 +193,6 @@ def _mean_kernel_us(session: Session) -> float | None:
     return None if m is None else float(m) / 1e3
 
 
-def _num(d: dict[str, Any] | None, *keys: str) -> float | None:
-    v: Any = d
-    for k in keys:
-        if not isinstance(v, dict):
-            return None
-        v = v.get(k)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) -> dict[str, Any]:
     """Every delta both bundles can support; a ``missing`` list names what they cannot."""
     sa, sb = baseline.summary or {}, session.summary or {}
@@ -199,8 +202,8 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
     pa_, pb_ = sa.get("profile") or {}, sb.get("profile") or {}
     scalars = {
         "kernel_launches_per_iteration": scalar_delta(
-            _num(da, "kernels_per_iteration", "mean"),
-            _num(db, "kernels_per_iteration", "mean"),
+            num(da, "kernels_per_iteration", "mean"),
+            num(db, "kernels_per_iteration", "mean"),
             "kernels",
             DERIVED_METRICS_FILE,
         ),
@@ -208,62 +211,62 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
             _mean_kernel_us(baseline), _mean_kernel_us(session), "us", KERNELS.path
         ),
         "gpu_active_ratio": scalar_delta(
-            _num(da, "gpu_active_ratio"),
-            _num(db, "gpu_active_ratio"),
+            num(da, "gpu_active_ratio"),
+            num(db, "gpu_active_ratio"),
             "fraction",
             DERIVED_METRICS_FILE,
         ),
         "kar": scalar_delta(
-            _num(da, "kar"), _num(db, "kar"), "kernels per node", DERIVED_METRICS_FILE
+            num(da, "kar"), num(db, "kar"), "kernels per node", DERIVED_METRICS_FILE
         ),
         "microkernel_pct": scalar_delta(
-            _num(da, "microkernel_pct"),
-            _num(db, "microkernel_pct"),
+            num(da, "microkernel_pct"),
+            num(db, "microkernel_pct"),
             "%",
             DERIVED_METRICS_FILE,
         ),
         "operator_time_ms_per_iter": scalar_delta(
-            _num(pa_, "node_ms_per_iter_p50"),
-            _num(pb_, "node_ms_per_iter_p50"),
+            num(pa_, "node_ms_per_iter_p50"),
+            num(pb_, "node_ms_per_iter_p50"),
             "ms",
             OPS.path,
         ),
         "framework_overhead_ms": scalar_delta(
-            _num(pa_, "ort_internal_overhead_ms"),
-            _num(pb_, "ort_internal_overhead_ms"),
+            num(pa_, "ort_internal_overhead_ms"),
+            num(pb_, "ort_internal_overhead_ms"),
             "ms",
             ORT_RUNS.path,
         ),
         "process_cpu_pct": scalar_delta(
-            _num(ta, "proc_cpu_pct_mean"),
-            _num(tb, "proc_cpu_pct_mean"),
+            num(ta, "proc_cpu_pct_mean"),
+            num(tb, "proc_cpu_pct_mean"),
             "%",
             SYSTEM_EVENTS.path,
         ),
         "system_cpu_pct": scalar_delta(
-            _num(ta, "sys_cpu_pct_mean"),
-            _num(tb, "sys_cpu_pct_mean"),
+            num(ta, "sys_cpu_pct_mean"),
+            num(tb, "sys_cpu_pct_mean"),
             "%",
             SYSTEM_EVENTS.path,
         ),
         "involuntary_ctx_switches_per_s": scalar_delta(
-            _num(ta, "ctx_switches_involuntary_per_s"),
-            _num(tb, "ctx_switches_involuntary_per_s"),
+            num(ta, "ctx_switches_involuntary_per_s"),
+            num(tb, "ctx_switches_involuntary_per_s"),
             "1/s",
             SYSTEM_EVENTS.path,
         ),
         "load_1m_max": scalar_delta(
-            _num(ta, "load_1m_max"), _num(tb, "load_1m_max"), "", SYSTEM_EVENTS.path
+            num(ta, "load_1m_max"), num(tb, "load_1m_max"), "", SYSTEM_EVENTS.path
         ),
         "cpu_freq_mhz": scalar_delta(
-            _num(ta, "cpu_freq_mhz_mean"),
-            _num(tb, "cpu_freq_mhz_mean"),
+            num(ta, "cpu_freq_mhz_mean"),
+            num(tb, "cpu_freq_mhz_mean"),
             "MHz",
             SYSTEM_EVENTS.path,
         ),
         "peak_rss_mib": scalar_delta(
-            _mib(_num(ta, "proc_rss_peak_bytes")),
-            _mib(_num(tb, "proc_rss_peak_bytes")),
+            mib(num(ta, "proc_rss_peak_bytes")),
+            mib(num(tb, "proc_rss_peak_bytes")),
             "MiB",
             SYSTEM_EVENTS.path,
         ),
@@ -299,10 +302,6 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
     }
 
 
-def _mib(v: float | None) -> float | None:
-    return None if v is None else v / 2**20
-
-
 def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
     ma, mb = baseline.model_meta or {}, session.model_meta or {}
     counts = dict_differences(ma.get("op_type_counts"), mb.get("op_type_counts"))
@@ -310,33 +309,9 @@ def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
         "same_file": bool(ma.get("sha256")) and ma.get("sha256") == mb.get("sha256"),
         "sha256": {"baseline": ma.get("sha256"), "session": mb.get("sha256")},
         "node_count": scalar_delta(
-            _num(ma, "node_count"), _num(mb, "node_count"), "nodes", MODEL_META_FILE
+            num(ma, "node_count"), num(mb, "node_count"), "nodes", MODEL_META_FILE
         ),
         "op_type_count_changes": counts,
-    }
-
-
-def environment_differences(baseline: Session, session: Session) -> dict[str, Any]:
-    """Differences that can explain a change: fingerprint, packages, run settings, env."""
-    ea, eb = _dict(baseline.env), _dict(session.env)
-    ra, rb = _dict(baseline.meta.get("run")), _dict(session.meta.get("run"))
-    keys = _run_keys()
-    run = dict_differences({k: ra.get(k) for k in keys}, {k: rb.get(k) for k in keys})
-    backend = dict_differences(baseline.meta.get("backend"), session.meta.get("backend"))
-    return {
-        "same_fingerprint": baseline.meta.get("fingerprint") == session.meta.get("fingerprint"),
-        "fingerprint": dict_differences(
-            _dict(ea.get("fingerprint_fields")), _dict(eb.get("fingerprint_fields"))
-        ),
-        "packages": dict_differences(_dict(ea.get("packages")), _dict(eb.get("packages"))),
-        "run": run,
-        "backend": backend,
-        "env_vars": dict_differences(_dict(ea.get("env_vars")), _dict(eb.get("env_vars"))),
-        "cpu_governors": dict_differences(
-            {"governors": _dict(ea.get("cpu")).get("governors")},
-            {"governors": _dict(eb.get("cpu")).get("governors")},
-        ),
-        "gpus": dict_differences({"gpus": ea.get("gpus")}, {"gpus": eb.get("gpus")}),
     }
 
 
@@ -347,11 +322,11 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
     sc = evidence["scalars"]
     if env["run"] or env["backend"]:
         items = [*env["run"], *env["backend"]]
-        out.append({"cause": "configuration change", "detail": _fmt_diffs(items)})
+        out.append({"cause": "configuration change", "detail": fmt_diffs(items)})
     software = [*env["packages"], *env["fingerprint"], *env["env_vars"], *env["cpu_governors"]]
     software += env["gpus"]
     if software:
-        out.append({"cause": "environment change", "detail": _fmt_diffs(software)})
+        out.append({"cause": "environment change", "detail": fmt_diffs(software)})
     model = evidence["model"]
     ops = evidence.get("operators") or {}
     if not model["same_file"] and (model["op_type_count_changes"] or ops.get("added")):
@@ -422,36 +397,17 @@ def _setting_differences(a: Session, b: Session) -> list[dict[str, Any]]:
     )
 
 
-#: other processes' share of the machine's CPU (0-1) that makes a side's timing suspect ...
-CONTENTION_SHARE = 0.2
-#: ... when it exceeds the other side's by this much, or on either side regardless
-CONTENTION_GAP = 0.1
-CONTENTION_ALWAYS = 0.5
-
-
 def cpu_contention(session: Session) -> float | None:
     """Other processes' share of the machine's CPU during the measured phase (0-1): the
     system's busy share minus the worker's own (docs/bottleneck_taxonomy.md); None without
     telemetry or a CPU count."""
-    tel = _dict((session.summary or {}).get("telemetry"))
-    cpu = _dict(_dict(session.env).get("cpu"))
-    sys_cpu, proc_cpu = _finite(tel.get("sys_cpu_pct_mean")), _finite(tel.get("proc_cpu_pct_mean"))
-    cores = _finite(cpu.get("logical_cores"))
+    tel = as_dict((session.summary or {}).get("telemetry"))
+    cpu = as_dict(as_dict(session.env).get("cpu"))
+    sys_cpu, proc_cpu = finite(tel.get("sys_cpu_pct_mean")), finite(tel.get("proc_cpu_pct_mean"))
+    cores = finite(cpu.get("logical_cores"))
     if sys_cpu is None or proc_cpu is None or not cores:
         return None
     return telemetry.cpu_contention(sys_cpu, proc_cpu, cores)
-
-
-def _dict(v: Any) -> dict[str, Any]:
-    """``v`` when it is a JSON object, else empty: a hand-edited bundle must not crash."""
-    return v if isinstance(v, dict) else {}
-
-
-def _finite(v: Any) -> float | None:
-    """A finite number, else None (unknown): NaN telemetry is no measurement of 0."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
 
 
 def contention_guard(baseline: Session, session: Session, verdict: str) -> str | None:
@@ -465,66 +421,23 @@ def contention_guard(baseline: Session, session: Session, verdict: str) -> str |
     return contention_reason(cpu_contention(baseline), cpu_contention(session), verdict)
 
 
-def contention_reason(ca: float | None, cb: float | None, verdict: str) -> str | None:
-    """:func:`contention_guard` over the two sides' contention shares (0-1, None unknown)."""
-    if verdict not in (REGRESSION, IMPROVEMENT):
-        return None
-    slow, fast = (cb, ca) if verdict == REGRESSION else (ca, cb)
-    slow_side = "session" if verdict == REGRESSION else "baseline"
-    worst = max((c for c in (ca, cb) if c is not None), default=None)
-    if worst is not None and worst >= CONTENTION_ALWAYS:
-        reason = f"other processes used {worst:.0%} of the CPU during the measured phase"
-    elif (
-        slow is not None
-        and slow >= CONTENTION_SHARE
-        and (fast is None or slow - fast >= CONTENTION_GAP)
-    ):
-        other = "unknown" if fast is None else f"{fast:.0%}"
-        reason = (
-            f"other processes used {slow:.0%} of the CPU during the {slow_side}'s measured "
-            f"phase (the other side: {other})"
-        )
-    else:
-        return None
-    return (
-        f"MEASUREMENT NOT VALID: {reason}; the {verdict} may be the machine's, not the "
-        "code's, so the verdict is INCONCLUSIVE: rerun on a quiet machine"
-    )
-
-
 def _recommendation(verdict: str, suspected: str | None, contended: bool) -> str | None:
     if contended:
-        return _RECOMMEND["cpu contention"]
+        return RECOMMEND["cpu contention"]
     if verdict == REGRESSION:
-        return _RECOMMEND.get(suspected or "") or (
+        return RECOMMEND.get(suspected or "") or (
             "No cause stands out in the evidence both bundles hold: profile both sides "
             "(operators, and kernels on a GPU) and compare the top movers."
         )
     if verdict == INCONCLUSIVE:
-        return _RECOMMEND.get(suspected or "") or (
+        return RECOMMEND.get(suspected or "") or (
             "The interval straddles the margin: rerun both sides with more iterations, or "
             "several runs per side (aaco run --repeat 3), to narrow it."
         )
     return None
 
 
-def _fmt_diffs(items: Sequence[dict[str, Any]], limit: int = 4) -> str:
-    parts = [f"{d['key']}: {_short(d['baseline'])} -> {_short(d['session'])}" for d in items]
-    more = f" (+{len(parts) - limit} more)" if len(parts) > limit else ""
-    return "; ".join(parts[:limit]) + more
-
-
-def _short(v: Any) -> str:
-    s = "unset" if v is None else str(v)
-    return s if len(s) <= 40 else s[:37] + "..."
-
-
 # -- verdict ------------------------------------------------------------------------------------
-def severity(verdict: str, delta_pct: float) -> str:
-    """none / low (< 5 %) / medium (< 15 %) / high, for regressions only."""
-    if verdict != REGRESSION:
-        return "none"
-    return "low" if delta_pct < 5 else "medium" if delta_pct < 15 else "high"
 
 
 def confidence(c: Comparison) -> float:
@@ -547,12 +460,12 @@ def confidence(c: Comparison) -> float:
     return 1.0 - min(min(reg(m), imp(m), m.p_equivalence) for m in gated)
 
 
-def confidence_label(value: float) -> str:
-    return "high" if value >= 0.99 else "medium" if value >= 0.95 else "low"
-
-
-def _as_list(x: Session | Sequence[Session]) -> list[Session]:
-    return [x] if isinstance(x, Session) else list(x)
+def _kind_label(s: Session) -> str:
+    return (
+        f"a serving session ({s.session_id})"
+        if serving.is_serving(s)
+        else f"a model run ({s.session_id})"
+    )
 
 
 def diff_sessions(
@@ -560,34 +473,57 @@ def diff_sessions(
     session: Session | Sequence[Session],
     *,
     threshold: float = DEFAULT_THRESHOLD,
-    gates: Sequence[str] = DEFAULT_GATES,
+    gates: Sequence[str] | None = None,
     baseline_name: str | None = None,
     sessions_root: Path | None = None,
     allow_model_change: bool = False,
     use_history: bool = True,
     check_contention: bool = True,
+    point: str | None = None,
 ) -> dict[str, Any]:
     """The full diff (``regress/diff.json``); its ``verdict`` key is ``regress/verdict.json``.
 
     Each side is one session or several runs of one configuration (pooled by a two-stage
     bootstrap, which puts run-to-run variation into the interval). Evidence, references and
-    the noise floor come from the first session of each side.
+    the noise floor come from the first session of each side. Serving sessions are compared
+    by :func:`diff_serving` (``gates`` then read ``METRIC:QUANTILE``, ``point`` picks the load
+    point); a serving session and a model run cannot be compared (UsageError).
     """
-    bases, news = _as_list(baseline), _as_list(session)
-    if not bases or not news:
-        raise UsageError("both sides need at least one session")
+    bases, news = as_list(baseline), as_list(session)
+    check_sides(bases, news)
+    kinds = {serving.is_serving(s) for s in [*bases, *news]}
+    if len(kinds) > 1:
+        odd = next(
+            s for s in [*bases, *news] if serving.is_serving(s) != serving.is_serving(bases[0])
+        )
+        raise UsageError(
+            f"cannot compare {_kind_label(bases[0])} with {_kind_label(odd)}: aaco diff "
+            "compares sessions of one kind"
+        )
+    if True in kinds:
+        return diff_serving(
+            bases,
+            news,
+            threshold=threshold,
+            gates=gates,
+            baseline_name=baseline_name,
+            sessions_root=sessions_root,
+            allow_model_change=allow_model_change,
+            use_history=use_history,
+            check_contention=check_contention,
+            point=point,
+        )
+    if point is not None:
+        raise UsageError("--point picks a load point of serving sessions; these are model runs")
+    gates = DEFAULT_GATES if gates is None else gates
     for s in bases:
         usable_session(s, "baseline")
     for s in news:
         usable_session(s, "session")
-    if {s.path for s in bases} & {s.path for s in news}:
-        raise UsageError("baseline and session are the same bundle")
     for label, side in (("baseline", bases), ("session", news)):
-        if len({s.path for s in side}) < len(side):
-            raise UsageError(f"the same {label} bundle is given twice")
         if len({run_key(s) for s in side}) > 1:
             odd = next(s for s in side if run_key(s) != run_key(side[0]))
-            what = _fmt_diffs(_setting_differences(side[0], odd)) or "model, backend or batch"
+            what = fmt_diffs(_setting_differences(side[0], odd)) or "model, backend or batch"
             raise UsageError(
                 f"the {label} runs are of different configurations and cannot be pooled "
                 f"({side[0].session_id} vs {odd.session_id}: {what})"
@@ -629,7 +565,7 @@ def diff_sessions(
     evidence = gather_evidence(baseline, session)
     env = evidence["environment"]
     if not env["same_fingerprint"]:
-        what = _fmt_diffs(env["fingerprint"], limit=6) or "fingerprints differ"
+        what = fmt_diffs(env["fingerprint"], limit=6) or "fingerprints differ"
         warnings.insert(
             0,
             "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT: the runs did not execute on the same "
@@ -698,7 +634,7 @@ def diff_sessions(
         "median_delta_pct": comp.metrics["p50"].delta_pct,
         "median_ci_pct": list(comp.metrics["p50"].ci_pct),
         "ci_pct": [lo, hi],
-        "p_value": _verdict_p(comp),
+        "p_value": verdict_p(comp),
         "measurement_valid": contention is None,
         "welch_p_value": comp.welch.p_value,
         "threshold_pct": threshold * 100.0,
@@ -739,15 +675,6 @@ def diff_sessions(
     }
     out["summary"] = verdict_line(out)
     return out
-
-
-def _verdict_p(c: Comparison) -> float:
-    m = c.primary
-    if c.verdict == IMPROVEMENT:
-        return m.p_improvement_holm if m.p_improvement_holm is not None else m.p_improvement
-    if c.verdict == NO_CHANGE:
-        return m.p_equivalence
-    return m.p_regression_holm if m.p_regression_holm is not None else m.p_regression
 
 
 def _headline_evidence(evidence: dict[str, Any]) -> dict[str, Any]:

@@ -1,24 +1,70 @@
 """``aaco history``: the sessions of one configuration over time, with change points.
 
-Sessions are grouped by (model, backend, hardware/software fingerprint and the run
+Model runs are grouped by (model, backend, hardware/software fingerprint and the run
 settings of :data:`aaco.session.catalog.RUN_SETTINGS`: batch, threads, input shapes,
 preprocessing, framework, torch device and compile): a change of any of these is a new
 configuration, not a change point. Within a group they are ordered by creation time and
 change points are searched on the per-session log-median and log-p90 (see
 :mod:`aaco.analysis.changepoint`).
+
+Serving sessions (``kind: "serving"``) are grouped the same way by their serving settings
+and the load of each point (:func:`aaco.regress.serving.history_key`), so each load of a
+sweep is a series of its own; their rows carry TTFT p50/p99, TPOT p50, output tokens/s and
+the failed share, and change points are searched on log TTFT p50 and log TPOT p50.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from aaco.analysis.changepoint import DEFAULT_MAX_P, DEFAULT_WINDOW, change_points
-from aaco.errors import BundleError
-from aaco.session.catalog import iter_rows
+from aaco.errors import BundleError, UsageError
+from aaco.regress import serving
+from aaco.session import metadata
+from aaco.session.bundle import Session, iter_sessions
+from aaco.session.catalog import session_row
 
 SERIES = {"p50": "p50_ms", "p90": "p90_ms"}
+#: the series change points are searched on in a serving group
+SERVING_SERIES = {"ttft_p50": "ttft_p50_ms", "tpot_p50": "tpot_p50_ms"}
+
+
+def serving_rows(session: Session) -> list[tuple[str, dict[str, Any]]]:
+    """``(series key, row)`` for each load point of a serving session: identity, the point's
+    load and its headline figures (None when unknown)."""
+    meta = session.meta
+    get = metadata.get
+    out = []
+    for p in serving.points(session):
+        point = int(p["point"])
+        figures = serving.figures(p)
+        load = p.get("load")
+        requests = p.get("requests")
+        row = {
+            "id": session.session_id,
+            "path": str(session.path),
+            "kind": serving.SERVING_KIND,
+            "created_utc": get(meta, "created_utc"),
+            "model": get(meta, "model.name"),
+            "backend": get(meta, "backend.name"),
+            "tag": get(meta, "tag"),
+            "status": session.status,
+            "fingerprint": get(meta, "fingerprint"),
+            "point": point,
+            "load": serving.load_label(load if isinstance(load, dict) else {}),
+            "requests": (requests or {}).get("measured") if isinstance(requests, dict) else None,
+            "ttft_p50_ms": figures["ttft_p50_ms"],
+            "ttft_p99_ms": figures["ttft_p99_ms"],
+            "tpot_p50_ms": figures["tpot_p50_ms"],
+            "output_tokens_per_s": figures["output_tokens_per_s"],
+            "failed_fraction": figures["failed_fraction"],
+        }
+        out.append((serving.history_key(session, point), row))
+    return out
 
 
 def history(
@@ -29,66 +75,121 @@ def history(
     window: int = DEFAULT_WINDOW,
     max_p: float = DEFAULT_MAX_P,
 ) -> list[dict[str, Any]]:
-    """One entry per configuration group: its key, session rows and change points."""
+    """One entry per configuration group: its key, session rows and change points (model
+    runs first, then serving groups, each ``kind`` saying which)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for _, row in iter_rows(root):
-        if isinstance(row, BundleError) or row["status"] != "completed":
-            continue  # a malformed bundle is listed by ``aaco ls``, not charted
-        if model is not None and row["model"] != model:
-            continue
-        if backend is not None and row["backend"] != backend:
-            continue
-        if tag is not None and row["tag"] != tag:
-            continue
-        if not isinstance(row["p50_ms"], (int, float)) or row["p50_ms"] <= 0:
-            continue
-        key = (
-            row["model"],
-            row["backend"],
-            row["batch"],
-            row["fingerprint"],
-            row.get("threads"),
-            row.get("preprocess"),
-            row.get("framework"),
-            row.get("settings"),
-        )
-        groups.setdefault(key, []).append(row)
-    out = []
-    for key, rows in groups.items():
-        rows.sort(key=lambda r: (str(r["created_utc"] or ""), r["id"]))
-        cps: list[dict[str, Any]] = []
-        for metric, column in SERIES.items():
-            values = [r[column] for r in rows]
-            if any(not isinstance(v, (int, float)) or v <= 0 for v in values):
+    for path in iter_sessions(root):
+        try:
+            session = Session.load(path)
+            if session.status != "completed":
                 continue
-            for cp in change_points([math.log(v) for v in values], window, max_p):
-                at = rows[cp.index]
-                cps.append(
-                    {
-                        "metric": metric,
-                        "index": cp.index,
-                        "session_id": at["id"],
-                        "created_utc": at["created_utc"],
-                        "before_ms": math.exp(cp.mean_before),
-                        "after_ms": math.exp(cp.mean_after),
-                        "magnitude_pct": math.expm1(cp.shift) * 100.0,
-                        "p_value": cp.p_value,
-                    }
+            if serving.is_serving(session):
+                rows = serving_rows(session)
+            else:
+                rows = [("", session_row(session))]
+        except (BundleError, UsageError):
+            continue  # a malformed bundle is listed by ``aaco ls``, not charted
+        for series, row in rows:
+            if model is not None and row["model"] != model:
+                continue
+            if backend is not None and row["backend"] != backend:
+                continue
+            if tag is not None and row["tag"] != tag:
+                continue
+            if series:
+                level = row["ttft_p50_ms"]
+                key: tuple[Any, ...] = ("serving", row["model"], row["backend"], row["fingerprint"])
+                key = (*key, series)
+            else:
+                level = row["p50_ms"]
+                key = (
+                    "model",
+                    row["model"],
+                    row["backend"],
+                    row["fingerprint"],
+                    row["batch"],
+                    row.get("threads"),
+                    row.get("preprocess"),
+                    row.get("framework"),
+                    row.get("settings"),
                 )
-        cps.sort(key=lambda c: (c["index"], c["metric"]))
-        out.append(
-            {
-                "model": key[0],
-                "backend": key[1],
-                "batch": key[2],
-                "fingerprint": key[3],
-                "threads": key[4],
-                "preprocess": key[5],
-                "framework": key[6],
-                "sessions": rows,
-                "change_points": cps,
-                "method": {"window": window, "max_p": max_p, "series": "log p50, log p90"},
-            }
+            if not isinstance(level, (int, float)) or level <= 0:
+                continue
+            groups.setdefault(key, []).append(row)
+    out = [_group(key, rows, window, max_p) for key, rows in groups.items()]
+    out.sort(
+        key=lambda g: (
+            g["kind"] != "model",
+            str(g["model"]),
+            str(g["backend"]),
+            str(g["fingerprint"]),
+            str(g.get("load") or ""),
         )
-    out.sort(key=lambda g: (str(g["model"]), str(g["backend"]), str(g["fingerprint"])))
+    )
     return out
+
+
+def _group(
+    key: tuple[Any, ...], rows: list[dict[str, Any]], window: int, max_p: float
+) -> dict[str, Any]:
+    rows.sort(key=lambda r: (str(r["created_utc"] or ""), r["id"]))
+    if key[0] == "serving":
+        cps = _change_points(rows, SERVING_SERIES, window, max_p)
+        first = rows[0]
+        return {
+            "kind": serving.SERVING_KIND,
+            "model": key[1],
+            "backend": key[2],
+            "batch": None,
+            "fingerprint": key[3],
+            "load": first["load"],
+            # the series key is the settings' JSON (serving.history_key)
+            "settings": json.loads(key[4]),
+            "sessions": rows,
+            "change_points": cps,
+            "method": {
+                "window": window,
+                "max_p": max_p,
+                "series": "log ttft p50, log tpot p50",
+            },
+        }
+    cps = _change_points(rows, SERIES, window, max_p)
+    return {
+        "kind": "model",
+        "model": key[1],
+        "backend": key[2],
+        "batch": key[4],
+        "fingerprint": key[3],
+        "threads": key[5],
+        "preprocess": key[6],
+        "framework": key[7],
+        "sessions": rows,
+        "change_points": cps,
+        "method": {"window": window, "max_p": max_p, "series": "log p50, log p90"},
+    }
+
+
+def _change_points(
+    rows: Sequence[dict[str, Any]], series: dict[str, str], window: int, max_p: float
+) -> list[dict[str, Any]]:
+    cps: list[dict[str, Any]] = []
+    for metric, column in series.items():
+        values = [r[column] for r in rows]
+        if any(not isinstance(v, (int, float)) or v <= 0 for v in values):
+            continue
+        for cp in change_points([math.log(v) for v in values], window, max_p):
+            at = rows[cp.index]
+            cps.append(
+                {
+                    "metric": metric,
+                    "index": cp.index,
+                    "session_id": at["id"],
+                    "created_utc": at["created_utc"],
+                    "before_ms": math.exp(cp.mean_before),
+                    "after_ms": math.exp(cp.mean_after),
+                    "magnitude_pct": math.expm1(cp.shift) * 100.0,
+                    "p_value": cp.p_value,
+                }
+            )
+    cps.sort(key=lambda c: (c["index"], c["metric"]))
+    return cps

@@ -3,11 +3,17 @@ inline script), readable offline, every untrusted string escaped.
 
 The page is built from the same report model as the JSON and terminal reports
 (:func:`aaco.report.model.build_report`) plus the bundle's tables for the charts. Each
-section appears only when its data exists; otherwise one line says what is missing.
+section appears only when its data exists; otherwise one line says what is missing. A serving
+benchmark (``kind: "serving"``) gets its own page (``serving.html.j2``, same style and script):
+its load points, the sweep's throughput-latency curve, the latency distributions and one bar
+per request on a timeline shared with requests in flight, the server's queue and telemetry;
+an in-process generation (``aaco llm run``) adds its prefill and decode side by side, with
+each phase's operator-type shares as stacked bars.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -23,7 +29,32 @@ from aaco.analysis.ops import op_aggregates
 from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.base import Renderer
+from aaco.report.generation import (
+    generation_header,
+    inflation_note,
+    op_type_table,
+    phase_share_bars,
+    phase_table,
+    split_line,
+)
 from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
+from aaco.report.serving import (
+    RequestSpan,
+    fmt_short,
+    health_note,
+    in_flight,
+    is_serving,
+    itl_samples,
+    load_description,
+    measured_values,
+    point_tables,
+    point_windows,
+    request_spans,
+    server_line,
+    server_series,
+    sweep_line,
+    telemetry_line,
+)
 from aaco.session.bundle import Session
 from aaco.session.calibration import BACKEND_OF_PROVIDER
 from aaco.session.paths import DIFF_FILE, ROOFLINE_FILE
@@ -494,9 +525,426 @@ def _device(session: Session) -> str:
     return str((env.get("cpu") or {}).get("model") or "unknown")
 
 
+# -- serving benchmarks (kind "serving") ----------------------------------------------------
+#: requests drawn on the per-request timeline at most (evenly spaced in send order beyond)
+MAX_REQUEST_BARS = 500
+SERVING_X = "s since the first request"
+#: the distributions drawn: (chart key, title, requests column or "itl", unit)
+_DISTRIBUTIONS = (
+    ("ttft", "TTFT: time to the first answer token", "ttft_ns"),
+    ("tpot", "TPOT: time per output token after the first", "tpot_ns"),
+    ("itl", "ITL: inter-token latency, one sample per token", "itl"),
+    ("e2e", "E2E: request latency", "e2e_ns"),
+)
+
+
+def _point_values(session: Session, key: str, point: int) -> list[float]:
+    if key == "itl":
+        return itl_samples(session, point)
+    return measured_values(session, key, point)
+
+
+def _distributions(
+    session: Session, points: list[dict[str, Any]]
+) -> tuple[list[tuple[str, Markup]], list[str]]:
+    """One histogram per metric for a single load point, one CDF per metric (a line per
+    point) for several; and a line for each metric without values."""
+    charts: list[tuple[str, Markup]] = []
+    notes: list[str] = []
+    for key, title, col in _DISTRIBUTIONS:
+        per_point = [(p["label"], _point_values(session, col, int(p["point"]))) for p in points]
+        per_point = [(name, vals) for name, vals in per_point if vals]
+        if not per_point:
+            notes.append(f"{title}: unknown (no request has it)")
+            continue
+        if len(points) == 1:
+            chart = svg.histogram(f"{key}-hist", per_point[0][1], "ms", title, item="sample")
+            charts.append((f"{title} (histogram)", Markup(chart)))
+        else:
+            series = [(name, *svg.cdf_series(vals)) for name, vals in per_point]
+            chart = svg.xy_chart(
+                f"{key}-cdf", series, "ms", "fraction", title, y_range=(0.0, 1.0), height=220
+            )
+            charts.append((f"{title} (CDF per load point)", Markup(chart)))
+    return charts, notes
+
+
+def _fig(point: dict[str, Any], section: str, key: str) -> float | None:
+    d = point.get(section)
+    v = d.get(key) if isinstance(d, dict) else None
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _getter(section: str, key: str) -> Callable[[dict[str, Any]], float | None]:
+    """The function that reads one figure of a point (``_fig``)."""
+    return lambda point: _fig(point, section, key)
+
+
+Curve = tuple[tuple[str, list[float], list[float]], list[str], list[int]]
+
+
+def _curve(
+    points: list[dict[str, Any]],
+    name: str,
+    x: Callable[[dict[str, Any]], float | None],
+    y: Callable[[dict[str, Any]], float | None],
+    hover: str,
+) -> Curve | None:
+    """(series, one hover text per dot, the points' indices) over the points whose x and y
+    are both known (an unknown figure is left out, not drawn as 0); None under two."""
+    pts = [
+        (i, xv, yv)
+        for i, p in enumerate(points)
+        if (xv := x(p)) is not None and (yv := y(p)) is not None
+    ]
+    if len(pts) < 2:
+        return None
+    texts = [f"{points[i]['label']}: {hover.format(x=xv, y=yv)}" for i, xv, yv in pts]
+    return (name, [p[1] for p in pts], [p[2] for p in pts]), texts, [p[0] for p in pts]
+
+
+def _chart(
+    chart_id: str, curves: list[Curve | None], x_unit: str, y_unit: str, knee: int | None
+) -> str:
+    """An xy chart of ``curves``, the knee's dot of the first curve ringed."""
+    drawn = [c for c in curves if c is not None]
+    marks = []
+    if drawn and knee is not None and knee in drawn[0][2]:
+        (_, xs, ys), texts, idx = drawn[0]
+        k = idx.index(knee)
+        marks.append((xs[k], ys[k], "knee: " + texts[k].split(":")[0]))
+    return svg.xy_chart(
+        chart_id,
+        [c[0] for c in drawn],
+        x_unit,
+        y_unit,
+        chart_id.replace("-", " "),
+        dots=[c[1] for c in drawn],
+        marks=marks,
+    )
+
+
+def _sweep_charts(sv: dict[str, Any]) -> list[tuple[str, Markup]]:
+    """Latency against throughput, and throughput and goodput against load, across a
+    sweep; the knee ringed."""
+    points = sv["points"]
+    if len(points) < 2:
+        return []
+    sweep = sv.get("sweep") or {}
+    knee = sweep.get("knee")
+    k = knee.get("index") if isinstance(knee, dict) else None
+    param = str(sweep.get("parameter") or (points[0].get("load") or {}).get("mode") or "load")
+    tput, load = _getter("throughput", "output_tokens_per_s"), _getter("load", param)
+    charts = []
+    for key, name in (("ttft_ms", "TTFT"), ("e2e_ms", "E2E")):
+        hover = "{x:.4g} tok/s, {y:.4g} ms"
+        curves = [
+            _curve(points, f"{name} {q}", tput, _getter(key, q), hover) for q in ("p50", "p99")
+        ]
+        charts.append(
+            (
+                f"{name} (ms) against output throughput (tok/s), one dot per load point",
+                _chart(f"sweep-{name.lower()}", curves, "output tok/s", "ms", k),
+            )
+        )
+    curve = _curve(points, "output tok/s", load, tput, "{y:.4g} tok/s")
+    charts.append(
+        (
+            f"Output throughput (tok/s) against {param}",
+            _chart("sweep-throughput", [curve], param, "tok/s", k),
+        )
+    )
+    if any("goodput_requests_per_s" in (p.get("throughput") or {}) for p in points):
+        curves = [
+            _curve(points, name, load, _getter("throughput", key), "{y:.4g} req/s")
+            for name, key in (
+                ("requests/s", "requests_per_s"),
+                ("goodput requests/s", "goodput_requests_per_s"),
+            )
+        ]
+        charts.append(
+            (
+                f"Requests/s and goodput (requests meeting every SLO) against {param}",
+                _chart("sweep-goodput", curves, param, "req/s", None),
+            )
+        )
+    return [(title, Markup(chart)) for title, chart in charts if chart]
+
+
+def _request_timeline(
+    session: Session, spans: list[RequestSpan], labels: dict[int, str]
+) -> tuple[Markup | None, str, float, tuple[float, float]]:
+    """The per-request timeline, its caption, its time origin (ns) and x range (s)."""
+    if not spans:
+        return None, "", 0.0, (0.0, 1.0)
+    t0 = float(min(s.start_ns for s in spans))
+    ends = [s.end_ns for s in spans if s.end_ns is not None] or [s.sent_ns for s in spans]
+    x_range = (0.0, max((max(ends) - t0) / 1e9, 1e-6))
+    shown = spans
+    caption = f"All {len(spans)} requests, in send order"
+    if len(spans) > MAX_REQUEST_BARS:
+        idx = sorted(
+            {round(k * (len(spans) - 1) / (MAX_REQUEST_BARS - 1)) for k in range(MAX_REQUEST_BARS)}
+        )
+        shown = [spans[i] for i in idx]
+        caption = (
+            f"{len(shown)} of {len(spans)} requests drawn (evenly spaced in send order; every "
+            "figure counts them all)"
+        )
+
+    def sec(ns: int | None) -> float | None:
+        return None if ns is None else (ns - t0) / 1e9
+
+    bars = []
+    for s in shown:
+        label = labels.get(s.point, f"point {s.point}")
+        ttft = (s.first_content_ns - s.sent_ns) / 1e6 if s.first_content_ns is not None else None
+        e2e = (s.end_ns - s.sent_ns) / 1e6 if s.end_ns is not None else None
+        hover = (
+            f"request {s.request} ({label}, {s.phase}, {s.status}): queued "
+            f"{s.queued_ns / 1e6:.3f} ms, TTFT {_ms(ttft)} ms, E2E {_ms(e2e)} ms, "
+            f"{s.output_tokens if s.output_tokens is not None else 'unknown'} output tokens"
+            + (f"; {s.error}" if s.error else "")
+        )
+        bars.append(
+            svg.RequestBar(
+                request=s.request,
+                point=s.point,
+                intended=sec(s.intended_ns),
+                sent=(s.sent_ns - t0) / 1e9,
+                first=sec(s.first_token_ns),
+                end=sec(s.end_ns),
+                failed=s.status != "ok",
+                warmup=s.phase != "measured",
+                hover=hover,
+            )
+        )
+    windows = point_windows(session.meta)
+    bands = [
+        ((a - t0) / 1e9, (b - t0) / 1e9, labels.get(i, f"point {i}"))
+        for i, (a, b) in sorted(windows.items())
+    ]
+    chart = svg.request_timeline(
+        "request-timeline", bars, x_range, SERVING_X, "one bar per request", bands
+    )
+    caption += (
+        "; grey: queued (intended to actual send), orange: send to the first generated token, "
+        "blue: decode to the end, red: failed; warmup faded; shaded bands: the load points"
+    )
+    return Markup(chart), caption, t0, x_range
+
+
+def _steps(samples: list[tuple[int, float]], t0: float) -> tuple[list[float], list[float]]:
+    """A step line through ``samples`` (ns, value): each value holds until the next one."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for t, v in samples:
+        x = (t - t0) / 1e9
+        if ys:
+            xs.append(x)
+            ys.append(ys[-1])
+        xs.append(x)
+        ys.append(v)
+    return xs, ys
+
+
+def _load_charts(
+    session: Session, spans: list[RequestSpan], t0: float, x_range: tuple[float, float]
+) -> tuple[list[Markup], list[str]]:
+    """Requests in flight and the server's queue and KV cache, then the watched process's
+    telemetry, on the timeline's time axis (shared crosshair and zoom)."""
+    charts: list[Markup] = []
+    notes: list[str] = []
+
+    def add(chart_id: str, lines: list[tuple[str, list[float], list[float]]], unit: str) -> None:
+        chart = svg.line_chart(
+            chart_id,
+            lines,
+            SERVING_X,
+            unit,
+            lines[0][0],
+            x_range=x_range,
+            height=150,
+            align="serving",
+        )
+        if chart:
+            charts.append(Markup(chart))
+
+    series = server_series(session.table("server_metrics"))
+    flight = [(t, float(n)) for t, n in in_flight(spans)]
+    requests = [("in flight (client)", *_steps(flight, t0))] if flight else []
+    for metric, name in (("running", "running (server)"), ("waiting", "waiting (server)")):
+        if series.get(metric):
+            requests.append((name, *_steps(series[metric], t0)))
+    if requests:
+        add("serving-requests", requests, "requests")
+    if series.get("kv_cache_usage"):
+        kv = [(t, v * 100) for t, v in series["kv_cache_usage"]]
+        add("serving-kv-cache", [("server KV-cache usage", *_steps(kv, t0))], "%")
+    if not series:
+        notes.append("Server metrics: none in this bundle (no /metrics, or scraping was off)")
+    ev = session.system_events()
+    if ev is None or not ev.num_rows:
+        notes.append("Telemetry: no samples in this bundle")
+        return charts, notes
+    tel = session.meta.get("telemetry")
+    who = str((tel if isinstance(tel, dict) else {}).get("process") or "watched")
+    lines, _ = _telemetry_series(ev, t0, x_range)
+    for name, unit, xs, ys in lines:
+        name = name.replace("process", f"{who} process")
+        add(f"telemetry-{name.replace(' ', '-')}", [(name, xs, ys)], unit)
+    if not lines:
+        notes.append("Telemetry: fewer than two samples during the requests")
+    return charts, notes
+
+
+def _cards(sv: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary cards: one load point's headline figures, or the sweep's."""
+    points = sv["points"]
+    ok = sum(int((p.get("requests") or {}).get("ok") or 0) for p in points)
+    failed = sum(int((p.get("requests") or {}).get("failed") or 0) for p in points)
+    cards = [("requests ok / failed", f"{ok} / {failed}")]
+    if len(points) == 1:
+        p = points[0]
+        tp = p.get("throughput") or {}
+
+        def pair(name: str) -> str:
+            d = p.get(name) if isinstance(p.get(name), dict) else {}
+            return f"{fmt_short(d.get('p50'))} / {fmt_short(d.get('p99'))}"
+
+        cards += [
+            ("TTFT p50 / p99 (ms)", pair("ttft_ms")),
+            ("TPOT p50 / p99 (ms)", pair("tpot_ms")),
+            ("ITL p50 / p99 (ms)", pair("itl_ms")),
+            ("E2E p50 / p99 (ms)", pair("e2e_ms")),
+            ("output (tok/s)", fmt_short(tp.get("output_tokens_per_s"))),
+            ("requests/s", fmt_short(tp.get("requests_per_s"))),
+        ]
+        if "goodput_requests_per_s" in tp:
+            cards.append(
+                (
+                    "goodput (req/s, good %)",
+                    f"{fmt_short(tp.get('goodput_requests_per_s'))} "
+                    f"({fmt_short(tp.get('good_fraction'), 100)} %)",
+                )
+            )
+    elif points:
+        best = max(
+            points,
+            key=lambda p: (p.get("throughput") or {}).get("output_tokens_per_s") or 0.0,
+        )
+        knee = (sv.get("sweep") or {}).get("knee")
+        cards += [
+            ("load points", str(len(points))),
+            (
+                "peak output (tok/s)",
+                f"{fmt_short((best.get('throughput') or {}).get('output_tokens_per_s'))} "
+                f"at {best['label']}",
+            ),
+            (
+                "knee",
+                points[knee["index"]]["label"]
+                if isinstance(knee, dict)
+                and isinstance(knee.get("index"), int)
+                and 0 <= knee["index"] < len(points)
+                else "none found",
+            ),
+        ]
+    return cards
+
+
+def _generation_context(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The "Prefill vs decode" section: the phase table, the top operator types side by
+    side, each phase's op-type shares as a stacked bar, and what the split rests on."""
+    gen = r.get("generation")
+    if gen is None:
+        return None
+    chart = svg.stacked_shares(
+        "phase-op-shares",
+        phase_share_bars(gen),
+        "share of each phase's operator time by op type",
+    )
+    note = inflation_note(gen) if gen["split_available"] else None
+    provider = gen["model"].get("provider") or r["backend"].get("provider") or "unknown provider"
+    sv_model = r["serving"]["config"].get("model") or r["model"]["name"]
+    return {
+        "header": generation_header(gen, provider, sv_model),
+        "provider": str(provider),
+        "tables": [
+            t
+            for t in (
+                phase_table(gen, r["serving"]["points"]) if gen["phases"] else None,
+                op_type_table(gen),
+            )
+            if t is not None
+        ],
+        "chart": Markup(chart) if chart else None,
+        "split_line": split_line(gen),
+        "split_available": gen["split_available"],
+        "notes": [note] if note else [],
+    }
+
+
+def build_serving_context(session: Session) -> dict[str, Any]:
+    """What the serving template shows; charts are pre-rendered (escaped) SVG markup."""
+    r = build_report(session)
+    sv = r["serving"]
+    cfg = sv["config"]
+    points = sv["points"]
+    spans = request_spans(session)
+    labels = {int(p["point"]): str(p["label"]) for p in points if isinstance(p.get("point"), int)}
+    dists, dist_notes = _distributions(session, points) if points else ([], [])
+    timeline, caption, t0, x_range = _request_timeline(session, spans, labels)
+    load_charts, load_notes = _load_charts(session, spans, t0, x_range) if spans else ([], [])
+    config_rows: list[tuple[str, str]] = []
+    _flatten("", cfg, config_rows)
+    env_rows: list[tuple[str, str]] = []
+    if session.env:
+        _flatten("", session.env, env_rows)
+    requested = (r.get("requested") or {}).get("telemetry")
+    generation = _generation_context(r)
+    load = load_description(cfg.get("load"))
+    model = str(cfg.get("model") or r["model"]["name"] or "unknown")
+    if generation is not None:
+        head = dict(generation["header"])
+        server = f"in-process, {generation['provider']}"
+        model, load = head["model"], head["load"]
+    elif cfg.get("url"):
+        server = f"{cfg.get('url')} (endpoint {cfg.get('endpoint') or 'unknown'})"
+    else:
+        server = "in-process"
+    return {
+        "r": r,
+        "sv": sv,
+        "title": "AACO generation report" if generation is not None else "AACO serving report",
+        "model": model,
+        "server": server,
+        "generation": generation,
+        "health_note": health_note(sv),
+        "load": load,
+        "cards": _cards(sv),
+        "tables": point_tables(sv),
+        "sweep_line": sweep_line(sv),
+        "sweep_charts": _sweep_charts(sv),
+        "distributions": dists,
+        "distribution_notes": dist_notes,
+        "timeline": timeline,
+        "timeline_caption": caption,
+        "load_charts": load_charts,
+        "load_notes": load_notes,
+        "server_line": server_line(sv),
+        "telemetry_line": telemetry_line(r.get("telemetry"), requested),
+        "config_rows": config_rows,
+        "env_rows": env_rows,
+        "aaco_version": __version__,
+    }
+
+
 class HtmlRenderer(Renderer):
     name = "html"
     output_file_extension = ".html"
 
     def render(self, session: Session) -> str:
+        if is_serving(session):
+            return _env().get_template("serving.html.j2").render(**build_serving_context(session))
         return _env().get_template("report.html.j2").render(**build_context(session))

@@ -15,6 +15,18 @@ def _s(v: Any) -> str:
     return "unknown" if v is None else escape(str(v))
 
 
+def _latency_cells(row: dict[str, Any]) -> tuple[str, str]:
+    """The p50 and p99 cells: a model run's latency; a serving benchmark's TTFT (its rows
+    carry ``ttft_p50_ms`` / ``ttft_p99_ms``; an older catalog row, neither: unknown)."""
+    if row.get("kind") == "serving":
+        p50, p99 = row.get("ttft_p50_ms"), row.get("ttft_p99_ms")
+        return (
+            "unknown" if p50 is None else f"{fmt_ms(p50)} TTFT",
+            "unknown" if p99 is None else f"{fmt_ms(p99)} TTFT",
+        )
+    return fmt_ms(row.get("p50_ms")), fmt_ms(row.get("p99_ms"))
+
+
 def render_sessions_table(
     rows: Sequence[dict[str, Any]], width: int = 110, color: bool = False
 ) -> str:
@@ -41,8 +53,7 @@ def render_sessions_table(
             _s(r.get("model")),
             _s(r.get("backend")),
             _s(r.get("batch")),
-            fmt_ms(r.get("p50_ms")),
-            fmt_ms(r.get("p99_ms")),
+            *_latency_cells(r),
             f"[{style}]{escape(status)}[/{style}]",
             escape(r.get("tag") or ""),
         )

@@ -14,6 +14,8 @@ from aaco.analysis.attribution import outermost_ops
 from aaco.analysis.names import OpName, OpNames, op_names
 from aaco.analysis.ops import op_aggregates
 from aaco.analysis.timeline import kernel_summary
+from aaco.report.generation import generation_section
+from aaco.report.serving import SERVING_KIND, serving_section, serving_telemetry
 from aaco.session.bundle import Session
 from aaco.session.paths import (
     ATTRIBUTION_SUMMARY_FILE,
@@ -229,11 +231,22 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
     for f in meta.get("failures") or []:
         warnings.append(f"{f.get('stage')}: {f.get('error')}")
     warnings.extend(coverage_warnings(summary.get("profile") or {}))
+    serving = serving_section(session)
+    if serving is not None:
+        if not serving["summary_present"]:
+            warnings.append(
+                "no serving summary in this bundle (metrics/serving_summary.json): the "
+                "benchmark ended before it was written"
+            )
+        warnings.extend(serving["warnings"])
     throughput = summary.get("throughput") or {}
     lat = summary.get("latency_ms") or {}
     run = meta.get("run") or {}
     return {
         "report_schema_version": REPORT_SCHEMA_VERSION,
+        # the keys of a serving benchmark only: a model run's report keeps the keys it had
+        # (docs/report-json.md; tests/test_bundle_shape.py compares them)
+        **({"kind": SERVING_KIND} if serving is not None else {}),
         "session": {
             "id": session.session_id,
             "path": str(session.path),
@@ -271,14 +284,24 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         "top_ops": top,
         "op_iterations": _op_iterations(session),
         "top_op_types": by_type,
-        "telemetry": summary.get("telemetry"),
+        "telemetry": summary.get("telemetry") if serving is None else serving_telemetry(session),
         "worker": summary.get("worker"),
         "aaco_process": meta.get("aaco_process"),
         "requested": {"profile": run.get("profile"), "telemetry": run.get("telemetry")},
         **kernel_section(session, top_n, names),
-        **diagnosis_section(session, top_n, names),
+        # a serving benchmark has no model run to diagnose (aaco.diagnose skips it); files
+        # an older AACO wrote there anyway are not shown
+        **(diagnosis_section(session, top_n, names) if serving is None else _no_diagnosis()),
+        **({"serving": serving} if serving is not None else {}),
+        # aaco llm run's prefill/decode split; null for aaco llm bench
+        **({"generation": generation_section(session)} if serving is not None else {}),
         "warnings": warnings,
     }
+
+
+def _no_diagnosis() -> dict[str, Any]:
+    """The diagnosis keys of a bundle that has none."""
+    return {"bottleneck": None, "roofline": [], "roofline_summary": None, "recommendations": []}
 
 
 def _gb(v: Any) -> str:

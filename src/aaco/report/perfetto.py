@@ -4,7 +4,9 @@ The trace shows, on one time axis: the iterations (the measured loop of ``aaco r
 profiled iterations: ORT runs, Kineto ``ProfilerStep``s), ONNX nodes / framework ops and
 runtime API calls on CPU thread tracks, kernels and copies per GPU device and stream,
 telemetry samples as counter tracks, and one flow arrow per attributed kernel, from its op
-to the kernel.
+to the kernel. A serving benchmark (``kind: "serving"``) adds one track per request (queued,
+prefill, decode; an instant per chunk) and counters of the requests in flight and of the
+server's ``/metrics``.
 
 Rules of the format this module keeps (Chrome Trace Event Format, as Perfetto's JSON importer
 reads it; see docs/perfetto.md):
@@ -38,6 +40,13 @@ import pyarrow as pa
 
 from aaco.report.base import Renderer
 from aaco.report.model import session_op_names
+from aaco.report.serving import (
+    in_flight,
+    is_serving,
+    point_labels,
+    request_spans,
+    server_series,
+)
 from aaco.session.bundle import Session
 
 FLOW_CAT = "op_to_kernel"
@@ -100,6 +109,8 @@ class _Track:
     mode: Literal["nest", "seq"]
     ref_kind: Literal["op", "kernel", ""]
     recs: list[_Rec] = field(default_factory=list)
+    #: thread-scoped instant events: (ts ns, name json, cat json, args json)
+    instants: list[tuple[int, str, str, str]] = field(default_factory=list)
     written: bool = False
 
 
@@ -129,6 +140,10 @@ class _Builder:
         # Kernel and op names repeat thousands of times: escape each once.
         self._json_str: dict[str, str] = {}
         self._source_domain: dict[str, ClockDomain] = {}
+        #: what the host clock's process is named (the command that measured on it) and the
+        #: process its telemetry counters watched
+        self.host_name = "aaco run"
+        self.watched = "worker"
 
     def _new_id(self) -> int:
         i = self._next_id
@@ -195,6 +210,19 @@ class _Builder:
                 ref,
             )
         )
+
+    def instant(
+        self,
+        proc: _Process,
+        track: _Track,
+        ts: int,
+        name: str,
+        cat: str,
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        proc.domain.see(ts)
+        body = _encode(args).decode() if args else "{}"
+        track.instants.append((ts, _js(name), _js(cat), body))
 
     def counter(
         self, proc: _Process, name: str, key: str, samples: list[tuple[int, float]]
@@ -265,6 +293,17 @@ class _Builder:
             while stack:
                 close(stack.pop())
         return lane_of, free
+
+    def _write_instants(self, out: list[str]) -> None:
+        for track in self.tracks.values():
+            if not track.instants:
+                continue
+            off = self._proc_by_pid[track.pid].domain.offset_ns
+            head = f'{{"ph":"i","s":"t","pid":{track.pid},"tid":{track.tid},"ts":'
+            for ts, name, cat, args in sorted(track.instants):
+                out.append(f'{head}{us(ts + off)},"name":{name},"cat":{cat},"args":{args}}}')
+            track.instants = []
+            track.written = True
 
     def _write_slices(self, out: list[str]) -> None:
         for track in self.tracks.values():
@@ -347,6 +386,7 @@ class _Builder:
         self._proc_by_pid = {p.pid: p for p in self.processes.values()}
         body: list[str] = []
         self._write_slices(body)
+        self._write_instants(body)
         self._write_counters(body)
         flows = self._write_flows(body, pairs)
         meta: list[str] = []
@@ -406,7 +446,7 @@ def _clean(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _host_process(b: _Builder) -> _Process:
-    return b.process(b.domain(HOST, "host monotonic clock"), "run", "aaco run", 0)
+    return b.process(b.domain(HOST, "host monotonic clock"), "run", b.host_name, 0)
 
 
 def _add_host(b: _Builder, session: Session) -> None:
@@ -440,6 +480,7 @@ def _add_host(b: _Builder, session: Session) -> None:
         proc = _host_process(b)
         ts = events.column("ts_ns").to_pylist()
         for col, name, key, scale in _COUNTERS:
+            name = name.replace("worker", b.watched)
             values = events.column(col).to_pylist()
             samples = [
                 (t, round(float(v) * scale, 6) if scale != 1.0 else float(v))
@@ -751,6 +792,84 @@ def _place_domains(b: _Builder, session: Session) -> None:
             d.note = f"own clock, shifted by {-d.min_ns} ns so its first event is at 0"
 
 
+# -- serving benchmarks ---------------------------------------------------------------------
+#: chunk instants drawn at most; beyond, none are (``otherData.skipped``)
+MAX_CHUNK_INSTANTS = 200_000
+#: server metrics drawn as counters: (AACO metric, counter name, unit key, scale)
+_SERVER_COUNTERS: tuple[tuple[str, str, str, float], ...] = (
+    ("running", "server running", "requests", 1.0),
+    ("waiting", "server waiting", "requests", 1.0),
+    ("kv_cache_usage", "server KV-cache usage", "%", 100.0),
+)
+
+
+def _serving_host(b: _Builder, session: Session) -> None:
+    """Name the host process and its telemetry after what a serving benchmark measured."""
+    cfg = session.meta.get("serving")
+    b.host_name = "aaco llm bench" if isinstance(cfg, dict) and cfg.get("url") else "aaco llm run"
+    tel = session.meta.get("telemetry")
+    process = tel.get("process") if isinstance(tel, dict) else None
+    b.watched = process if process in ("server", "client") else "watched"
+
+
+def _add_serving(b: _Builder, session: Session) -> None:
+    """One track per request (``queued``, ``prefill``, ``decode``; ``failed`` for an error),
+    an instant per chunk, and counters: requests in flight and the server's /metrics."""
+    spans = request_spans(session)
+    if not spans and not _nonempty(session, "server_metrics"):
+        return
+    host = _host_process(b)
+    labels = point_labels(session)
+    chunks = _chunks_by_request(session)
+    n_chunks = sum(len(c) for c in chunks.values())
+    if n_chunks > MAX_CHUNK_INSTANTS:
+        # a long benchmark streams millions of chunks: the request slices stay, the instants
+        # would make the file hundreds of MB
+        b.skip("chunk_instants_over_limit", n_chunks)
+        chunks = {}
+    for order, sp in enumerate(spans):
+        label = labels.get(sp.point, f"point {sp.point}")
+        proc = b.process(host.domain, f"serving:{sp.point}", f"requests, {label}", 10 + sp.point)
+        warm = " (warmup)" if sp.phase != "measured" else ""
+        track = b.track(proc, f"request:{sp.request}", f"request {sp.request}{warm}", order)
+        ids = {"point": sp.point, "request": sp.request, "phase": sp.phase}
+        if sp.queued_ns > 0:
+            b.add(proc, track, sp.start_ns, sp.queued_ns, "queued", "serving", ids)
+        if sp.end_ns is None:
+            b.skip("request_without_end")
+        elif sp.status != "ok":
+            args = _clean({**ids, "status": sp.status, "error": sp.error})
+            b.add(proc, track, sp.sent_ns, sp.end_ns - sp.sent_ns, "failed", "serving", args)
+        elif sp.first_token_ns is None:
+            args = {**ids, "output_tokens": sp.output_tokens}
+            b.add(proc, track, sp.sent_ns, sp.end_ns - sp.sent_ns, "request", "serving", args)
+        else:
+            first = sp.first_token_ns
+            b.add(proc, track, sp.sent_ns, first - sp.sent_ns, "prefill", "serving", ids)
+            args = _clean({**ids, "output_tokens": sp.output_tokens})
+            b.add(proc, track, first, sp.end_ns - first, "decode", "serving", args)
+        for t, kind, tokens in chunks.get((sp.point, sp.request), []):
+            b.instant(proc, track, t, "chunk", "chunk", _clean({"kind": kind, "tokens": tokens}))
+    flight = in_flight(spans)
+    b.counter(host, "in-flight", "requests", [(t, float(n)) for t, n in flight])
+    series = server_series(session.table("server_metrics"))
+    for metric, name, key, scale in _SERVER_COUNTERS:
+        samples = [(t, round(v * scale, 6)) for t, v in series.get(metric, [])]
+        b.counter(host, name, key, samples)
+
+
+def _chunks_by_request(session: Session) -> dict[tuple[int, int], list[tuple[int, str, Any]]]:
+    t = _nonempty(session, "serving_chunks")
+    out: dict[tuple[int, int], list[tuple[int, str, Any]]] = {}
+    if t is None:
+        return out
+    for p, r, ts, kind, tokens in zip(
+        *_cols(t, ("point", "request", "t_ns", "kind", "tokens")), strict=True
+    ):
+        out.setdefault((p, r), []).append((ts, kind, tokens))
+    return out
+
+
 def export_perfetto(session: Session) -> bytes:
     """The session as a Chrome JSON trace (UTF-8 bytes) for ui.perfetto.dev.
 
@@ -758,8 +877,13 @@ def export_perfetto(session: Session) -> bytes:
     >>> Path("trace.json").write_bytes(data)                       # doctest: +SKIP
     """
     b = _Builder()
+    serving = is_serving(session)
+    if serving:
+        _serving_host(b, session)
     # Domain creation order fixes the process order: host first, then ORT, then imports.
     _add_host(b, session)
+    if serving:
+        _add_serving(b, session)
     _add_ort_runs(b, session)
     _add_ops(b, session)
     _add_annotations(b, session)

@@ -2,7 +2,8 @@
 
 Each takes the JSON-ready dictionary the regress stage produced and returns text; only the
 CLI prints. Names from traces are untrusted: rich markup is escaped, Markdown table cells
-have their pipes and angle brackets escaped.
+have their pipes and angle brackets escaped. A diff or history group of serving sessions
+(``kind: "serving"``) has renderers of its own, chosen here.
 """
 
 from __future__ import annotations
@@ -20,13 +21,32 @@ from aaco.report.terminal import ORT_NAME_WIDTH, fmt_ms
 
 
 def verdict_line(diff: dict[str, Any]) -> str:
-    """``REGRESSION +18.3 % [+15.1, +21.0] p50, high confidence, suspected cause: ...``."""
+    """``REGRESSION +18.3 % [+15.1, +21.0] p50, high confidence, suspected cause: ...``;
+    for serving sessions ``REGRESSION ttft p99 +30.2 % [+25.0, +36.1] at concurrency=4, ...``."""
     v = diff["verdict"]
+    if v.get("kind") == "serving":
+        return _serving_verdict_line(v)
     lo, hi = v["ci_pct"]
     line = (
         f"{v['verdict']} {v['latency_delta_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}] {v['metric']}, "
         f"{v['confidence_label']} confidence"
     )
+    if v["verdict"] in (REGRESSION, INCONCLUSIVE):
+        line += f", suspected cause: {v['suspected_cause'] or 'unknown'}"
+    return line
+
+
+def _serving_verdict_line(v: dict[str, Any]) -> str:
+    if v["metric"] == "failed_fraction":
+        f = v["failed_fraction"]
+        what = (
+            f"failed requests {f['baseline']:.1%} -> {f['session']:.1%} "
+            f"({v['delta_pct']:+.1f} points)"
+        )
+    else:
+        lo, hi = v["ci_pct"]
+        what = f"{v['metric']} {v['delta_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}]"
+    line = f"{v['verdict']} {what} at {v['point']}, {v['confidence_label']} confidence"
     if v["verdict"] in (REGRESSION, INCONCLUSIVE):
         line += f", suspected cause: {v['suspected_cause'] or 'unknown'}"
     return line
@@ -53,6 +73,8 @@ _STYLE = {
 
 
 def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    if diff.get("kind") == "serving":
+        return render_serving_diff_terminal(diff, width, color)
     con, buf = _console(width, color)
     v = diff["verdict"]
     con.print(f"[{_STYLE.get(v['verdict'], 'bold')}]{escape(verdict_line(diff))}[/]")
@@ -154,6 +176,8 @@ def _md(text: Any) -> str:
 
 def render_diff_markdown(diff: dict[str, Any]) -> str:
     """A compact table for a pull-request comment."""
+    if diff.get("kind") == "serving":
+        return render_serving_diff_markdown(diff)
     v = diff["verdict"]
     comp = diff["comparison"]
     icon = {"REGRESSION": "🔴", "IMPROVEMENT": "🟢", "NO CHANGE": "⚪", "INCONCLUSIVE": "🟡"}[
@@ -211,6 +235,194 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- serving sessions ---------------------------------------------------------------------
+#: the quantiles a serving diff shows for each metric (its gates too)
+_SERVING_SHOWN = ("p50", "p90", "p99")
+
+
+def _value(v: float | None, unit: str) -> str:
+    if v is None:
+        return "unknown"
+    return fmt_ms(v) if unit == "ms" else f"{v:.4g}"
+
+
+def _serving_rows(diff: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(metric, quantile, baseline, session, delta, interval, gate) of every shown quantile,
+    then the inter-token latencies (reported, not gated) and the failed requests."""
+    rows = []
+    srv = diff["serving"]
+    for name, m in srv["metrics"].items():
+        comp = m["comparison"]
+        unit = m["unit"]
+        if comp is None:
+            rows.append((f"{name} ({unit})", "", "unknown", "unknown", "", "", ""))
+            continue
+        gates = comp["gates"]
+        for q, shift in comp["metrics"].items():
+            if q not in _SERVING_SHOWN and q not in gates:
+                continue
+            lo, hi = shift["ci_pct"]
+            base = shift.get("baseline_ms", shift.get("baseline"))
+            sess = shift.get("session_ms", shift.get("session"))
+            rows.append(
+                (
+                    f"{name} ({unit})",
+                    q,
+                    _value(base, unit),
+                    _value(sess, unit),
+                    _pct(shift["delta_pct"]),
+                    f"[{lo:+.1f}, {hi:+.1f}]",
+                    (shift["verdict"] or "") if q in gates else "",
+                )
+            )
+    itl = diff["evidence"].get("itl_ms") or {}
+    if itl.get("baseline") and itl.get("session"):
+        for q in _SERVING_SHOWN:
+            a, b = itl["baseline"][q], itl["session"][q]
+            rows.append(
+                (
+                    "itl (ms)",
+                    q,
+                    fmt_ms(a),
+                    fmt_ms(b),
+                    _pct((b / a - 1) * 100 if a else None),
+                    "",
+                    "not gated",
+                )
+            )
+    f = srv["failures"]
+    rows.append(
+        (
+            "failed requests",
+            "",
+            f"{f['baseline']['failed']}/{f['baseline']['measured']} "
+            f"({f['baseline']['fraction']:.1%})",
+            f"{f['session']['failed']}/{f['session']['measured']} ({f['session']['fraction']:.1%})",
+            f"{f['delta_points']:+.1f} pts",
+            f"p={f['p_regression']:.2g}",
+            f["verdict"] or "",
+        )
+    )
+    return rows
+
+
+def _serving_context(diff: dict[str, Any]) -> str:
+    v = diff["verdict"]
+    margins = ", ".join(f"{k} ±{x:.1f} %" for k, x in v["margins_pct"].items())
+    floors = diff["noise_floor"]["by_metric"]
+    learned = [
+        f"{k} {x['floor_pct']:.1f} %" for k, x in floors.items() if x["floor_pct"] is not None
+    ]
+    return (
+        f"baseline {v['baseline']['name'] or v['baseline']['session_id']} -> session "
+        f"{v['session']['session_id']} at {v['point']}; margins {margins} (threshold "
+        f"{v['threshold_pct']:.1f} %, noise floor {', '.join(learned) or 'unknown'})"
+    )
+
+
+def _throughput_note(diff: dict[str, Any]) -> str:
+    t = diff["serving"]["throughput"]
+    if t["window_s"] is None:
+        return f"output tokens/s not compared: {t['unknown']}"
+    runs = t["run_output_tokens_per_s"]
+
+    def figs(xs: list[float | None]) -> str:
+        return ", ".join("unknown" if x is None else f"{x:.4g}" for x in xs)
+
+    return (
+        f"output tokens/s: quantiles over windows of {t['window_s']:.3g} s "
+        f"({', '.join(map(str, t['windows']['baseline']))} vs "
+        f"{', '.join(map(str, t['windows']['session']))} windows); the runs' own figures "
+        f"{figs(runs['baseline'])} -> {figs(runs['session'])} tokens/s"
+    )
+
+
+def render_serving_diff_terminal(
+    diff: dict[str, Any], width: int = 110, color: bool = False
+) -> str:
+    """The terminal rendering of a serving diff: verdict line first, then every metric."""
+    con, buf = _console(width, color)
+    v = diff["verdict"]
+    con.print(f"[{_STYLE.get(v['verdict'], 'bold')}]{escape(verdict_line(diff))}[/]")
+    con.print(escape(_serving_context(diff)))
+    for w in v["warnings"]:
+        con.print(f"[bold yellow]warning:[/] {escape(w)}")
+    t = Table(title="serving (measured phase, successful requests)", title_justify="left")
+    for col in ("metric", "quantile", "baseline", "session", "delta", "95% CI", "gate"):
+        t.add_column(col, justify="left" if col in ("metric", "quantile", "gate") else "right")
+    for row in _serving_rows(diff):
+        t.add_row(*(escape(c) for c in row))
+    con.print(t)
+    con.print(escape(_throughput_note(diff)))
+    ev = diff["evidence"]
+    et = Table(title="evidence", title_justify="left")
+    for col in ("signal", "baseline", "session", "delta"):
+        et.add_column(col, justify="left" if col == "signal" else "right", overflow="fold")
+    for d in ev["settings"]:
+        et.add_row(
+            escape(d["key"]), escape(_short(d["baseline"])), escape(_short(d["session"])), "changed"
+        )
+    for key, x in ev["scalars"].items():
+        if x["delta"] is None:
+            continue
+        d = _pct(x["delta_pct"]) if x["delta_pct"] is not None else f"{x['delta']:+.3g}"
+        et.add_row(
+            f"{key} ({x['unit']})" if x["unit"] else key,
+            f"{x['baseline']:.4g}",
+            f"{x['session']:.4g}",
+            d,
+        )
+    if et.row_count:
+        con.print(et)
+    if v["candidate_causes"]:
+        con.print("candidate causes:")
+        for c in v["candidate_causes"]:
+            con.print(f"  - {escape(c['cause'])}: {escape(c['detail'])}")
+    if v["recommendation"]:
+        con.print(f"recommendation: {escape(v['recommendation'])}")
+    if ev["missing"]:
+        con.print(f"unknown (not in both bundles): {escape(', '.join(ev['missing']))}")
+    return buf.getvalue()
+
+
+def _short(v: Any) -> str:
+    s = "unset" if v is None else str(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def render_serving_diff_markdown(diff: dict[str, Any]) -> str:
+    """A compact table of a serving diff for a pull-request comment."""
+    v = diff["verdict"]
+    icon = {"REGRESSION": "🔴", "IMPROVEMENT": "🟢", "NO CHANGE": "⚪", "INCONCLUSIVE": "🟡"}[
+        v["verdict"]
+    ]
+    lines = [
+        f"### {icon} {_md(verdict_line(diff))}",
+        "",
+        _md(_serving_context(diff)),
+        "",
+        "| metric | quantile | baseline | session | delta | 95 % CI | gate |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for row in _serving_rows(diff):
+        lines.append("| " + " | ".join(_md(c) for c in row) + " |")
+    lines += ["", _md(_throughput_note(diff)), ""]
+    for c in v["candidate_causes"]:
+        lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")
+    if v["recommendation"]:
+        lines.append(f"- **recommendation**: {_md(v['recommendation'])}")
+    for w in v["warnings"]:
+        lines.append(f"- ⚠️ {_md(w)}")
+    settings = diff["evidence"]["settings"]
+    if settings:
+        lines += ["", "| setting | baseline | session |", "|---|---|---|"]
+        for d in settings:
+            lines.append(
+                f"| {_md(d['key'])} | {_md(_short(d['baseline']))} | {_md(_short(d['session']))} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def render_history_terminal(
     groups: list[dict[str, Any]], width: int = 110, color: bool = False
 ) -> str:
@@ -219,6 +431,9 @@ def render_history_terminal(
         con.print("no completed sessions match")
         return buf.getvalue()
     for g in groups:
+        if g.get("kind") == "serving":
+            _serving_history_group(con, g)
+            continue
         cp_at: dict[int, list[dict[str, Any]]] = {}
         for c in g["change_points"]:
             cp_at.setdefault(c["index"], []).append(c)
@@ -279,6 +494,64 @@ def render_history_terminal(
     return buf.getvalue()
 
 
+def _serving_history_group(con: Console, g: dict[str, Any]) -> None:
+    cp_at: dict[int, list[dict[str, Any]]] = {}
+    for c in g["change_points"]:
+        cp_at.setdefault(c["index"], []).append(c)
+    con.print(
+        f"[bold]{escape(str(g['model']))}[/] served by {escape(str(g['backend']))} at "
+        f"{escape(str(g['load']))}, fingerprint {escape(str(g['fingerprint']))}: "
+        f"{len(g['sessions'])} session(s)"
+    )
+    t = Table()
+    cols = (
+        "#",
+        "session",
+        "created (UTC)",
+        "tag",
+        "ttft p50 ms",
+        "ttft p99 ms",
+        "tpot p50 ms",
+        "out tok/s",
+        "failed",
+        "change",
+    )
+    numeric = {"#", "ttft p50 ms", "ttft p99 ms", "tpot p50 ms", "out tok/s", "failed"}
+    for col in cols:
+        t.add_column(
+            col,
+            justify="right" if col in numeric else "left",
+            no_wrap=col in ("session", "created (UTC)", "change"),
+            overflow="fold" if col == "tag" else "ellipsis",
+        )
+    for i, r in enumerate(g["sessions"]):
+        mark = "\n".join(f"{c['metric']} {c['magnitude_pct']:+.0f}%" for c in cp_at.get(i, []))
+        tput, failed = r["output_tokens_per_s"], r["failed_fraction"]
+        t.add_row(
+            str(i),
+            escape(r["id"]),
+            str(r["created_utc"] or "")[:19].replace("T", " "),
+            escape(str(r["tag"] or "")),
+            fmt_ms(r["ttft_p50_ms"]),
+            fmt_ms(r["ttft_p99_ms"]),
+            fmt_ms(r["tpot_p50_ms"]),
+            "unknown" if tput is None else f"{tput:.1f}",
+            "unknown" if failed is None else f"{failed:.1%}",
+            mark,
+        )
+    con.print(t)
+    for c in g["change_points"]:
+        con.print(
+            f"change point ({c['metric']}) at #{c['index']} {escape(c['session_id'])}: "
+            f"{c['before_ms']:.4g} -> {c['after_ms']:.4g} ms "
+            f"({c['magnitude_pct']:+.1f} %), p={c['p_value']:.2g}"
+        )
+    if not g["change_points"]:
+        con.print(
+            f"no change points (window {g['method']['window']}, p < {g['method']['max_p']:g})"
+        )
+
+
 def render_check_terminal(result: dict[str, Any]) -> str:
     lines = []
     for r in result["results"]:
@@ -291,5 +564,6 @@ def render_check_terminal(result: dict[str, Any]) -> str:
     lines.append(
         f"SLA {'met' if result['passed'] else 'VIOLATED'}: "
         f"{len(result['results']) - result['failed']}/{len(result['results'])} rule(s) pass"
+        + (f" at {result['point']}" if result.get("point") else "")
     )
     return "\n".join(lines) + "\n"

@@ -178,9 +178,17 @@ def histogram_range(values: Sequence[float]) -> tuple[float, float]:
     return s[0], min(s[-1], max(q, robust))
 
 
-def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bins: int = 40) -> str:
+def histogram(
+    chart_id: str,
+    values: Sequence[float],
+    unit: str,
+    label: str,
+    bins: int = 40,
+    item: str = "iteration",
+) -> str:
     """Bins over :func:`histogram_range`; values above it go into one overflow bar on the
-    right, drawn apart in another colour and labelled "> X unit"."""
+    right, drawn apart in another colour and labelled "> X unit". ``item``: what a value
+    is (hover text "3 iteration(s)", y axis "iterations")."""
     width, height, left, bottom, top = 760, 220, 50, 30, 10
     if not values:
         return ""
@@ -209,20 +217,20 @@ def histogram(chart_id: str, values: Sequence[float], unit: str, label: str, bin
         parts.append(
             f'<rect class="bin" x="{left + i * bw:.1f}" y="{y(c):.1f}" width="{bw - 1:.1f}" '
             f'height="{height - bottom - y(c):.1f}" fill="{PALETTE[0]}">'
-            f"<title>{fmt(b0)}-{fmt(b1)} {_e(unit)}: {c} iteration(s)</title></rect>"
+            f"<title>{fmt(b0)}-{fmt(b1)} {_e(unit)}: {c} {_e(item)}(s)</title></rect>"
         )
     if over:
         ox, n = width - 52, len(over)
         parts.append(
             f'<rect class="bin overflow" x="{ox}" y="{y(n):.1f}" width="34" '
             f'height="{height - bottom - y(n):.1f}" fill="{PALETTE[2]}" '
-            f'data-count="{n}"><title>&gt; {fmt(hi)} {_e(unit)}: {n} iteration(s), '
+            f'data-count="{n}"><title>&gt; {fmt(hi)} {_e(unit)}: {n} {_e(item)}(s), '
             f"up to {fmt(max(over))} {_e(unit)}</title></rect>"
             f'<text class="tick" x="{ox + 17}" y="{height - bottom + 14}" '
             f'text-anchor="middle">&gt; {fmt(hi)} {_e(unit)}</text>'
         )
     parts.append(_x_axis(x, height - bottom, f"{unit}, log scale" if log else unit))
-    parts.append(_y_axis(y, left, "iterations"))
+    parts.append(_y_axis(y, left, f"{item}s"))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -371,7 +379,8 @@ def line_chart(
     for i, (name, _, _) in enumerate(series):
         parts.append(
             f'<text class="legend" x="{left + 40 + i * 150}" y="{top + 12}" '
-            f'fill="{PALETTE[i % len(PALETTE)]}">{_e(name)}</text>'
+            # a style, not a fill attribute: the page's ".legend" rule would override that
+            f'style="fill:{PALETTE[i % len(PALETTE)]}">{_e(name)}</text>'
         )
     parts.append(
         f'<line class="xhair" x1="0" y1="{top}" x2="0" y2="{base}" visibility="hidden"/>'
@@ -522,3 +531,234 @@ def icicle(chart_id: str, root: dict[str, Any], unit: str, label: str) -> str:
 def _depth(node: dict[str, Any]) -> int:
     kids = node.get("children") or []
     return 1 + (max(_depth(c) for c in kids) if kids else 0)
+
+
+def _legend(x: float, y: float, color: str, text: str) -> str:
+    """A legend entry: a swatch, then the name in the series' colour."""
+    return (
+        f'<rect x="{x:.1f}" y="{y - 8:.1f}" width="10" height="10" fill="{color}"/>'
+        f'<text class="legend" x="{x + 14:.1f}" y="{y + 1:.1f}" style="fill:{color}">'
+        f"{_e(text)}</text>"
+    )
+
+
+def stacked_shares(
+    chart_id: str,
+    bars: Sequence[tuple[str, Sequence[tuple[str, float, str]]]],
+    label: str,
+    width: int = 760,
+) -> str:
+    """One 100 % horizontal bar per row: (name, segments (key, share 0-1, hover detail)),
+    each segment a ``g.seg`` with ``data-key`` and ``data-share``; a key has one colour in
+    every bar (``other`` grey), named in a legend under the bars. Empty markup without bars."""
+    bars = [(name, segs) for name, segs in bars if segs]
+    if not bars:
+        return ""
+    bar_h, gap, left, right = 24, 8, 90, 20
+    keys: list[str] = []
+    for _, segs in bars:
+        keys += [k for k, _, _ in segs if k not in keys and k != "other"]
+    colors = {k: PALETTE[i % (len(PALETTE) - 1)] for i, k in enumerate(keys)}
+    colors["other"] = PALETTE[-1]
+    if any(k == "other" for _, segs in bars for k, _, _ in segs):
+        keys.append("other")
+    per_row = max(1, (width - left) // 150)
+    legend_rows = -(-len(keys) // per_row)
+    top = 6
+    height = top + len(bars) * (bar_h + gap) + legend_rows * 16 + 8
+    span = width - left - right
+    parts = [_open(chart_id, width, height, label)]
+    for i, (name, segs) in enumerate(bars):
+        y = top + i * (bar_h + gap)
+        parts.append(
+            f'<text x="{left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end" class="lbl">'
+            f"{_e(name)}</text>"
+        )
+        total = sum(max(0.0, v) for _, v, _ in segs) or 1.0
+        x = float(left)
+        for key, value, detail in segs:
+            w = max(0.0, value) / max(total, 1.0) * span
+            text = f"{key} {value * 100:.0f}%"
+            inside = (
+                f'<text class="cl" x="{x + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{_e(text)}</text>'
+                if w > 7 * len(text) + 8
+                else ""
+            )
+            parts.append(
+                f'<g class="seg" data-bar="{_e(name)}" data-key="{_e(key)}" '
+                f'data-share="{value:.6g}"><title>{_e(detail)}</title>'
+                f'<rect x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h}" '
+                f'fill="{colors[key]}"/>{inside}</g>'
+            )
+            x += w
+    y0 = top + len(bars) * (bar_h + gap) + 10
+    for j, key in enumerate(keys):
+        parts.append(
+            _legend(left + (j % per_row) * 150, y0 + (j // per_row) * 16, colors[key], key)
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def xy_chart(
+    chart_id: str,
+    series: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    x_unit: str,
+    y_unit: str,
+    label: str,
+    *,
+    dots: Sequence[Sequence[str]] | None = None,
+    marks: Sequence[tuple[float, float, str]] = (),
+    y_range: tuple[float, float] | None = None,
+    height: int = 240,
+) -> str:
+    """Lines (name, xs, ys) on linear axes, without the timeline's crosshair and zoom.
+
+    ``dots``: one hover text per point of each series; each point is then drawn as a
+    ``circle.pt``. ``marks``: (x, y, text) points ringed and labelled (a sweep's knee, as
+    ``g.mark``). ``y_range``: fixed y limits (a CDF's 0-1); else 0 to the highest value."""
+    width, left, right, bottom, top = 760, 60, 10, 30, 34
+    xs_all = [v for _, xs, _ in series for v in xs]
+    ys_all = [v for _, _, ys in series for v in ys]
+    if not xs_all or not ys_all:
+        return ""
+    x_lo, x_hi = min(xs_all), max(xs_all)
+    pad = (x_hi - x_lo) * 0.04 or max(abs(x_hi) * 0.1, 1e-9)
+    x_lo, x_hi = x_lo - (pad if dots else 0.0), x_hi + pad
+    if min(xs_all) >= 0:
+        x_lo = max(0.0, x_lo)  # no negative ticks under figures that cannot be negative
+    y_lo, y_hi = y_range or (0.0, max(ys_all) * 1.08 or 1.0)
+    x = Axis(x_lo, x_hi, left, width - right)
+    y = Axis(y_lo, y_hi, height - bottom, top)
+    parts = [_open(chart_id, width, height, label)]
+    for i, (name, xs, ys) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        dx, dy = downsample(xs, ys)
+        pts = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in zip(dx, dy, strict=True))
+        parts.append(
+            f'<polyline class="series" data-name="{_e(name)}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5" points="{pts}"><title>{_e(name)}</title></polyline>'
+        )
+        hover = dots[i] if dots is not None and i < len(dots) else []
+        for j, (a, b) in enumerate(zip(xs, ys, strict=True)):
+            if j >= len(hover):
+                break
+            text = hover[j]
+            parts.append(
+                f'<circle class="pt" cx="{x(a):.1f}" cy="{y(b):.1f}" r="3.5" '
+                f'style="fill:{color}"><title>{_e(name)}: {_e(text)}</title></circle>'
+            )
+        parts.append(_legend(left + 40 + i * 170, top - 12, color, name))
+    for a, b, text in marks:
+        # the label on the side of the ring with room for it (about 7 px per character)
+        left_side = x(a) + 10 + 7 * len(text) > width
+        tx, anchor = (x(a) - 10, "end") if left_side else (x(a) + 10, "start")
+        parts.append(
+            f'<g class="mark"><circle cx="{x(a):.1f}" cy="{y(b):.1f}" r="8" fill="none" '
+            f'stroke="#c0392b" stroke-width="2"/><text class="tick" x="{tx:.1f}" '
+            f'y="{y(b) - 8:.1f}" text-anchor="{anchor}">{_e(text)}</text>'
+            f"<title>{_e(text)}</title></g>"
+        )
+    parts.append(_x_axis(x, height - bottom, x_unit))
+    parts.append(_y_axis(y, left, y_unit))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def cdf_series(values: Sequence[float], points: int = 400) -> tuple[list[float], list[float]]:
+    """(values, cumulative fraction) of an empirical CDF, at most ``points`` quantiles."""
+    s = sorted(values)
+    n = len(s)
+    if n == 0:
+        return [], []
+    if n <= points:
+        return s, [(i + 1) / n for i in range(n)]
+    idx = [round(k * (n - 1) / (points - 1)) for k in range(points)]
+    return [s[i] for i in idx], [(i + 1) / n for i in idx]
+
+
+@dataclass(frozen=True)
+class RequestBar:
+    """One request of a timeline, in seconds on the chart's axis: intended send (None when
+    unknown), send, first generated token and end (None when unknown)."""
+
+    request: int
+    point: int
+    intended: float | None
+    sent: float
+    first: float | None
+    end: float | None
+    failed: bool = False
+    warmup: bool = False
+    hover: str = ""
+
+
+#: the segments of a request bar: (class, colour, legend)
+REQUEST_SEGMENTS = (
+    ("queued", "#bab0ac", "queued (intended to sent)"),
+    ("prefill", PALETTE[1], "to first token"),
+    ("decode", PALETTE[0], "decode (first token to end)"),
+    ("failed", PALETTE[2], "failed"),
+)
+
+
+def request_timeline(
+    chart_id: str,
+    bars: Sequence[RequestBar],
+    x_range: tuple[float, float],
+    x_unit: str,
+    label: str,
+    bands: Sequence[tuple[float, float, str]] = (),
+) -> str:
+    """One row per request (``g.req``), top to bottom in the given order: grey from the
+    intended send to the send (when later), orange to the first token, blue to the end; a
+    failed request red from send to end; warmup requests faded. ``bands``: (x0, x1, label)
+    shaded behind (the load points). Same margins as :func:`line_chart`, so the two align."""
+    if not bars:
+        return ""
+    width, left, right, bottom, top = 760, 60, 10, 30, 26
+    row = min(10.0, max(1.0, 560 / len(bars)))
+    height = int(top + row * len(bars) + bottom) + 1
+    x0, x1 = x_range
+    x = Axis(x0, x1 if x1 > x0 else x0 + 1, left, width - right)
+    base = height - bottom
+    parts = [_open(chart_id, width, height, label)]
+    for i, (b0, b1, text) in enumerate(bands):
+        parts.append(
+            f'<rect class="band" x="{x(b0):.1f}" y="{top}" width="{max(1.0, x(b1) - x(b0)):.1f}" '
+            f'height="{base - top}" fill="{"#eef1f6" if i % 2 == 0 else "#f8f9fb"}">'
+            f"<title>{_e(text)}</title></rect>"
+        )
+    colors = {name: color for name, color, _ in REQUEST_SEGMENTS}
+    h = max(1.0, row * 0.8)
+    for i, r in enumerate(bars):
+        y0 = top + i * row
+        segs: list[tuple[str, float, float]] = []
+        if r.intended is not None and r.intended < r.sent:
+            segs.append(("queued", r.intended, r.sent))
+        if r.end is None:
+            pass
+        elif r.failed:
+            segs.append(("failed", r.sent, r.end))
+        elif r.first is not None:
+            segs += [("prefill", r.sent, r.first), ("decode", r.first, r.end)]
+        else:
+            segs.append(("prefill", r.sent, r.end))
+        fade = ' opacity="0.45"' if r.warmup else ""
+        parts.append(
+            f'<g class="req" data-point="{r.point}" data-request="{r.request}"{fade}>'
+            f"<title>{_e(r.hover)}</title>"
+        )
+        for name, a, b in segs:
+            parts.append(
+                f'<rect class="{name}" x="{x(a):.2f}" y="{y0:.2f}" '
+                f'width="{max(0.5, x(b) - x(a)):.2f}" height="{h:.2f}" fill="{colors[name]}"/>'
+            )
+        parts.append("</g>")
+    for i, (_, color, text) in enumerate(REQUEST_SEGMENTS):
+        parts.append(_legend(left + i * 170, top - 12, color, text))
+    parts.append(_x_axis(x, base, x_unit))
+    parts.append(
+        f'<text class="unit" x="{left - 4}" y="{top + 10}" text-anchor="end">requests</text></svg>'
+    )
+    return "".join(parts)

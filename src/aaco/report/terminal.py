@@ -1,4 +1,6 @@
-"""The terminal renderer: header, latency, top operators with share bars, telemetry, warnings."""
+"""The terminal renderer: header, latency, top operators with share bars, telemetry, warnings;
+for a serving benchmark, its load points (latency, throughput, tokens), server and client; for
+an in-process generation (``aaco llm run``), also its prefill and decode side by side."""
 
 from __future__ import annotations
 
@@ -12,7 +14,26 @@ from rich.table import Table
 from rich.text import Text
 
 from aaco.report.base import Renderer
+from aaco.report.generation import (
+    TextTable,
+    generation_header,
+    inflation_note,
+    op_type_table,
+    phase_table,
+    split_line,
+)
 from aaco.report.model import build_report, ceilings_lines
+from aaco.report.serving import (
+    PointTable,
+    fmt_count,
+    fmt_short,
+    health_note,
+    load_description,
+    point_tables,
+    server_line,
+    sweep_line,
+    telemetry_line,
+)
 from aaco.session.bundle import Session
 
 BAR_WIDTH = 16
@@ -585,6 +606,8 @@ def _diagnosis_parts(r: dict[str, Any], width: int) -> list[RenderableType]:
 
 def render_report(report: dict[str, Any], width: int = 110, color: bool = False) -> str:
     """Render a report model to terminal text (ANSI styles only when ``color``)."""
+    if report.get("serving") is not None:
+        return render_text(Group(*_serving_parts(report, width)), width, color)
     parts = [
         _header(report),
         _latency(report),
@@ -613,3 +636,120 @@ class TerminalRenderer(Renderer):
 
     def render(self, session: Session) -> str:
         return render_report(build_report(session), width=self.width, color=self.color)
+
+
+# -- serving benchmarks (kind "serving": aaco llm bench, aaco llm run) -------------------------
+
+
+def _serving_header(r: dict[str, Any]) -> Panel:
+    s, cfg = r["session"], r["serving"]["config"]
+    status = r["status"]
+    lines = Text()
+
+    def row(key: str, value: str, first: bool = False) -> None:
+        lines.append(("" if first else "\n") + f"{key:<10}", style="dim")
+        lines.append(value)
+
+    gen = r.get("generation")
+    if gen is not None:
+        # no server and no client: what ran, where, and how much
+        name = cfg.get("model") or r["model"]["name"]
+        head = generation_header(gen, r["backend"].get("provider"), name)
+        for i, (key, value) in enumerate(head):
+            row(key, value, first=i == 0)
+    else:
+        row("model", str(cfg.get("model") or r["model"]["name"] or "unknown"), first=True)
+        url = cfg.get("url")
+        where = f"{url} (endpoint {cfg.get('endpoint') or 'unknown'})" if url else "in-process"
+        row("server", where)
+        if cfg.get("launch"):
+            lines.append(f"  launched: {cfg['launch']}", style="dim")
+        row("load", load_description(cfg.get("load")))
+    sweep = cfg.get("sweep")
+    if isinstance(sweep, dict) and sweep.get("values"):
+        row("sweep", f"{sweep.get('parameter')} = {', '.join(map(fmt_count, sweep['values']))}")
+    prompts = cfg.get("prompts")
+    if isinstance(prompts, dict):
+        sized = f", sized with {prompts['sized_with']}" if prompts.get("sized_with") else ""
+        row(
+            "prompts",
+            f"{prompts.get('source') or 'unknown'}, {prompts.get('input_tokens', '?')} tokens "
+            f"in, {prompts.get('output_tokens', '?')} out{sized}",
+        )
+    slo = cfg.get("slo_ms")
+    if isinstance(slo, dict) and slo:
+        row("SLOs", ", ".join(f"{k} <= {fmt_short(v)} ms" for k, v in slo.items()))
+    row("session", f"{s['id']}  ")
+    lines.append(status, style="green" if status == "completed" else "bold red")
+    if s.get("tag"):
+        lines.append(f"  tag: {s['tag']}", style="dim")
+    if s.get("error"):
+        lines.append(f"\nerror     {s['error'].get('message')}", style="red")
+    title = "AACO in-process generation" if gen is not None else "AACO serving benchmark"
+    return Panel(lines, title=title, title_align="left", expand=False)
+
+
+def _grid(table: PointTable) -> Table:
+    """A per-point table: the load point's name left, the figures right."""
+    t = Table(title=table.title, title_justify="left", show_edge=False, pad_edge=False)
+    for i, h in enumerate(table.headers):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in table.rows:
+        t.add_row(*(escape(c) for c in row))
+    return t
+
+
+def _text_grid(table: TextTable) -> Table:
+    t = Table(title=table.title, title_justify="left", show_edge=False, pad_edge=False)
+    for h, numeric in zip(table.headers, table.numeric, strict=True):
+        t.add_column(h, justify="right" if numeric else "left", no_wrap=True)
+    for row in table.rows:
+        t.add_row(*(escape(c) for c in row))
+    return t
+
+
+def _generation_parts(r: dict[str, Any]) -> list[RenderableType]:
+    """Prefill vs decode: each phase's time per run, then its top operator types side by
+    side; a line instead of the operators when there is no split."""
+    gen = r.get("generation")
+    if gen is None:
+        return []
+    parts: list[RenderableType] = []
+    if gen["phases"]:
+        parts += [_text_grid(phase_table(gen, r["serving"]["points"])), Text("")]
+    ops = op_type_table(gen)
+    if ops is not None:
+        parts += [_text_grid(ops)]
+    line = Text("operators  ", style="bold")
+    line.append(split_line(gen), style="" if ops is not None else "yellow")
+    parts.append(line)
+    note = inflation_note(gen) if ops is not None else None
+    if note is not None:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return [*parts, Text("")]
+
+
+def _serving_parts(r: dict[str, Any], width: int) -> list[RenderableType]:
+    sv = r["serving"]
+    parts: list[RenderableType] = [_serving_header(r)]
+    tables = point_tables(sv)
+    if not tables:
+        parts.append(Text("serving: no load point was measured", style="yellow"))
+    for t in tables:
+        parts += [_grid(t), Text("")]
+        sweep = sweep_line(sv)
+        if t.key == "throughput" and sweep is not None:
+            line = Text("sweep      ", style="bold")
+            line.append(escape(sweep))
+            parts += [line, Text("")]
+    parts += _generation_parts(r)
+    parts.append(Text(f"server     {escape(server_line(sv))}"))
+    note = health_note(sv)
+    if note is not None:
+        parts.append(Text(f"client     {note}"))
+    requested = (r.get("requested") or {}).get("telemetry")
+    parts.append(Text(f"telemetry  {telemetry_line(r.get('telemetry'), requested)}"))
+    if r.get("top_ops"):
+        parts += [Text(""), _top_ops(r, width), _op_types(r)]
+    parts += [Text(""), _warnings(r)]
+    return parts

@@ -10,6 +10,7 @@ from typing import Any
 from aaco.errors import BundleError
 from aaco.session import metadata
 from aaco.session.bundle import Session, iter_sessions
+from aaco.session.paths import SERVING_SUMMARY_FILE
 
 #: run settings that change the measured latencies themselves (the profiled pass is apart):
 #: runs of one configuration, pooled or charted together, must share them; the ``run.``
@@ -51,6 +52,31 @@ def session_row(session: Session) -> dict[str, Any]:
         "preprocess": get(meta, "run.preprocess"),
         "framework": get(meta, "run.framework"),
         "settings": run_settings(meta),
+        "kind": get(meta, "kind"),
+        **_serving_headline(session),
+    }
+
+
+def _serving_headline(session: Session) -> dict[str, Any]:
+    """A serving bundle's headline: TTFT p50/p99 and output tokens/s of its first load point
+    (the knee's for a sweep); nothing for other bundles."""
+    if session.meta.get("kind") != "serving":
+        return {}
+    summary = session.json_file(SERVING_SUMMARY_FILE)
+    points = summary.get("points") if isinstance(summary, dict) else None
+    if not isinstance(points, list) or not points:
+        return {"ttft_p50_ms": None, "ttft_p99_ms": None, "output_tokens_per_s": None}
+    knee = (summary.get("sweep") or {}).get("knee") if isinstance(summary, dict) else None
+    index = knee.get("index", 0) if isinstance(knee, dict) else 0
+    point = points[index] if isinstance(index, int) and 0 <= index < len(points) else points[0]
+    ttft = point.get("ttft_ms") if isinstance(point, dict) else None
+    tput = point.get("throughput") if isinstance(point, dict) else None
+    ttft = ttft if isinstance(ttft, dict) else {}
+    tput = tput if isinstance(tput, dict) else {}
+    return {
+        "ttft_p50_ms": ttft.get("p50"),
+        "ttft_p99_ms": ttft.get("p99"),
+        "output_tokens_per_s": tput.get("output_tokens_per_s"),
     }
 
 

@@ -127,6 +127,14 @@ _KEYS: tuple[MetaKey, ...] = (
     MetaKey("created_utc", str, None, "label", "when the session was created (UTC, ISO 8601)"),
     MetaKey("status", str, None, "label", "running, completed, failed or timeout"),
     MetaKey("tag", str, None, "label", "the user's label for the session (--tag)"),
+    MetaKey(
+        "kind",
+        str,
+        None,
+        "label",
+        "what made the bundle: absent for aaco run, `import` (aaco import), `serving` "
+        "(aaco llm bench / llm run)",
+    ),
     # -- settings: what runs of one configuration share ------------------------------------
     _setting(
         "model.name",

@@ -21,6 +21,7 @@ __all__ = [
     "DERIVED_METRICS_FILE",
     "DIFF_FILE",
     "ENV_FILE",
+    "GENERATION_FILE",
     "IMPORT_META_FILE",
     "INFERENCE_SUMMARY_FILE",
     "LOG_FILE",
@@ -35,6 +36,7 @@ __all__ = [
     "REPORT_DIR",
     "RESULT_FILE",
     "ROOFLINE_FILE",
+    "SERVING_SUMMARY_FILE",
     "SESSION_FILE",
     "SPEC_FILE",
     "TORCH_CONFIG_FILE",
@@ -57,6 +59,10 @@ OPTIMIZED_WEIGHTS = "optimized.weights"
 ORT_CONFIG_FILE = "runtime/ort_config.json"
 TORCH_CONFIG_FILE = "runtime/torch_config.json"
 INFERENCE_SUMMARY_FILE = "metrics/inference_summary.json"
+#: the serving summary of `aaco llm bench` / `aaco llm run` (aaco.serving.bench.summarize)
+SERVING_SUMMARY_FILE = "metrics/serving_summary.json"
+#: `aaco llm run`: the decoder, per-phase totals and the prefill/decode operator split
+GENERATION_FILE = "metrics/generation.json"
 
 # -- the worker (aaco.runners.harness) and what it hands over ---------------------------------
 SPEC_FILE = "runtime/worker_spec.json"

@@ -337,6 +337,8 @@ class SessionMeta(Record, frozen=True, kw_only=True):
     imports: tuple[ImportInfo, ...] | UnsetType = UNSET
     #: rows of profiler/ops.parquet before the first import
     native_ops_rows: int | UnsetType = UNSET
+    #: ``kind: "serving"`` bundles: the server, load, prompts and SLOs (docs/bundle.md)
+    serving: dict[str, Any] | UnsetType | None = UNSET
 
 
 def read_session_meta(bundle_dir: str | os.PathLike[str]) -> SessionMeta:

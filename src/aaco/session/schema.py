@@ -668,6 +668,140 @@ ROOFLINE = TableSpec(
     ),
 )
 
+# -- LLM serving (aaco llm bench / aaco llm run): docs/metrics.md "Serving" --------------------
+_POINT_DOC = "sweep point (0 for a run without --sweep), index into serving.points"
+SERVING_REQUESTS = TableSpec(
+    name="serving_requests",
+    path="serving/requests.parquet",
+    doc=(
+        "One row per request of `aaco llm bench` (or generated sequence of `aaco llm run`). "
+        "Times are the client's monotonic clock (`perf_counter_ns`); the derived `*_ns` "
+        "columns follow docs/metrics.md and are null when unknown (a failed request, a "
+        "stream without the token kind)."
+    ),
+    columns=(
+        _c("point", _i32, "", _POINT_DOC, nullable=False),
+        _c("request", _i32, "", "index within its point, in dispatch order", nullable=False),
+        _c("phase", _str, "", "`warmup` (excluded from every figure) or `measured`", False),
+        _c(
+            "intended_ns",
+            _i64,
+            "ns",
+            "when the schedule meant to send it (open loop: the absolute arrival schedule; "
+            "closed loop: when its concurrency slot became free)",
+        ),
+        _c(
+            "submit_ns",
+            _i64,
+            "ns",
+            "when the client began the request (before taking a connection and writing it)",
+        ),
+        _c(
+            "sent_ns",
+            _i64,
+            "ns",
+            "when the request's body was written to the socket: latencies count from here",
+            nullable=False,
+        ),
+        _c("first_token_ns", _i64, "ns", "first chunk carrying generated tokens of any kind"),
+        _c("first_content_ns", _i64, "ns", "first chunk carrying answer content or a tool call"),
+        _c("first_reasoning_ns", _i64, "ns", "first chunk carrying reasoning content"),
+        _c("end_ns", _i64, "ns", "the end of the response (`[DONE]`, the body's end or the error)"),
+        _c("status", _str, "", "`ok`, `error` (HTTP or protocol error) or `cancelled`", False),
+        _c("http_status", _i32, "", "the HTTP status code; null when none came"),
+        _c("error", _str, "", "the error, one line; null when ok"),
+        _c("max_tokens", _i32, "tokens", "output tokens requested (`max_tokens`)"),
+        _c("prompt_tokens", _i32, "tokens", "input tokens: the server's usage, else re-tokenized"),
+        _c(
+            "output_tokens", _i32, "tokens", "output tokens used by every figure (see token_source)"
+        ),
+        _c(
+            "token_source",
+            _str,
+            "",
+            "where output_tokens came from: `usage` (the server's), `chunks` (per-chunk usage or "
+            "one token per chunk), `retokenized` (the tokenizer over the text); null unknown",
+        ),
+        _c(
+            "usage_tokens",
+            _i32,
+            "tokens",
+            "completion_tokens of the server's usage; null when absent",
+        ),
+        _c("chunk_tokens", _i32, "tokens", "sum of tokens per chunk where each is known"),
+        _c("retokenized_tokens", _i32, "tokens", "the tokenizer's count of the output text"),
+        _c("chunks", _i32, "", "chunks that carried generated tokens"),
+        _c("output_chars", _i32, "", "characters of generated text (content + reasoning)"),
+        _c("ttft_ns", _i64, "ns", "first_content_ns - sent_ns"),
+        _c("ttfr_ns", _i64, "ns", "first_reasoning_ns - sent_ns"),
+        _c("e2e_ns", _i64, "ns", "end_ns - sent_ns (ok requests)"),
+        _c(
+            "tpot_ns",
+            _f64,
+            "ns",
+            "(end_ns - first_token_ns) / (output_tokens - tokens of the first chunk); null when "
+            "the denominator is not positive",
+        ),
+        _c(
+            "dispatch_delay_ns",
+            _i64,
+            "ns",
+            "sent_ns - intended_ns: how late the request went out (the client's own send "
+            "cost included)",
+        ),
+        _c("ttft_intended_ns", _i64, "ns", "first_content_ns - intended_ns"),
+        _c("e2e_intended_ns", _i64, "ns", "end_ns - intended_ns"),
+    ),
+)
+
+SERVING_CHUNKS = TableSpec(
+    name="serving_chunks",
+    path="serving/chunks.parquet",
+    doc=(
+        "One row per streamed chunk (SSE event) of each request, in arrival order; role-only "
+        "and usage-only chunks are kept with their kind so nothing is silently dropped."
+    ),
+    columns=(
+        _c("point", _i32, "", _POINT_DOC, nullable=False),
+        _c("request", _i32, "", "the request's index (serving_requests.request)", False),
+        _c("chunk", _i32, "", "index within the request, from 0", nullable=False),
+        _c("t_ns", _i64, "ns", "when the client read the chunk (monotonic)", nullable=False),
+        _c(
+            "kind",
+            _str,
+            "",
+            "`content`, `reasoning`, `tool` (tool-call delta), `role` (role only), `usage` "
+            "(usage only), `empty` (no text)",
+            nullable=False,
+        ),
+        _c(
+            "tokens",
+            _i32,
+            "tokens",
+            "tokens the chunk carries: from per-chunk (continuous) usage, else the tokenizer, "
+            "else 1 when the usage total equals the token-carrying chunks; null unknown",
+        ),
+        _c("chars", _i32, "", "characters of generated text in the chunk"),
+    ),
+)
+
+SERVER_METRICS = TableSpec(
+    name="server_metrics",
+    path="serving/server_metrics.parquet",
+    doc=(
+        "Samples of the server's Prometheus `/metrics` (vLLM, SGLang, TGI) scraped during the "
+        "run on the client's clock; only the series AACO knows (running/waiting requests, "
+        "KV-cache usage, prefix-cache queries/hits, token counters)."
+    ),
+    columns=(
+        _c("t_ns", _i64, "ns", "monotonic time the scrape's response arrived", nullable=False),
+        _c("name", _str, "", "the metric's name as the server exposes it", nullable=False),
+        _c("labels", _str, "", "its labels as `k=v` pairs joined by `,`, sorted"),
+        _c("value", _f64, "", "the sample's value (unit as the server defines it)"),
+        _c("metric", _str, "", "AACO's vendor-neutral name (`running`, `waiting`, ...)"),
+    ),
+)
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     INFERENCE_ITERS,
     OPS,
@@ -684,6 +818,9 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     KERNEL_GROUPS,
     OP_COSTS,
     ROOFLINE,
+    SERVING_REQUESTS,
+    SERVING_CHUNKS,
+    SERVER_METRICS,
 )
 TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
 

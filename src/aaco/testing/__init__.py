@@ -9,16 +9,48 @@ plug-in seams instead.
 * :class:`FakeTracer`: a tracer that wraps the capture worker and writes a rocprofv3-format
   kernel trace of known kernels;
 * :func:`make_bundle`: a published bundle with latencies known by construction, no model
-  run; :func:`bundle_shape`: a bundle's files, table schemas and JSON key paths.
+  run; :func:`bundle_shape`: a bundle's files, table schemas and JSON key paths;
+* :func:`make_serving_bundle` / :func:`scripted_results`: a serving bundle (``aaco llm
+  bench``) whose requests' times are known by construction; the scripted OpenAI-compatible
+  server itself is :mod:`aaco.testing.llm_server`.
 """
 
 from __future__ import annotations
 
-from aaco.testing.bundles import bundle_shape, make_bundle
-from aaco.testing.clock import FakeClock
-from aaco.testing.collector import FakeCollector
-from aaco.testing.runner import FakeRunner, FakeWorkload
-from aaco.testing.tracer import FakeTracer, RecordedKernel
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aaco.testing.bundles import bundle_shape, make_bundle
+    from aaco.testing.clock import FakeClock
+    from aaco.testing.collector import FakeCollector
+    from aaco.testing.runner import FakeRunner, FakeWorkload
+    from aaco.testing.serving import make_serving_bundle, scripted_results
+    from aaco.testing.tracer import FakeTracer, RecordedKernel
+
+#: where each name lives: loaded on first use, so that ``python -m aaco.testing.llm_server``
+#: starts without the pipeline and scipy (PEP 562)
+_HOMES = {
+    "bundle_shape": "bundles",
+    "make_bundle": "bundles",
+    "FakeClock": "clock",
+    "FakeCollector": "collector",
+    "FakeRunner": "runner",
+    "FakeWorkload": "runner",
+    "make_serving_bundle": "serving",
+    "scripted_results": "serving",
+    "FakeTracer": "tracer",
+    "RecordedKernel": "tracer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'aaco.testing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"aaco.testing.{home}"), name)
+
 
 __all__ = [
     "FakeClock",
@@ -29,4 +61,6 @@ __all__ = [
     "RecordedKernel",
     "bundle_shape",
     "make_bundle",
+    "make_serving_bundle",
+    "scripted_results",
 ]

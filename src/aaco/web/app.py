@@ -99,8 +99,15 @@ class DiffRequest(BaseModel):
         strict=True,  # strict: true and "0.1" are not fractions
         description="smallest shift that counts, as a fraction",
     )
-    gates: list[str] = Field(
-        default_factory=lambda: ["p10"], description="quantiles that decide the verdict"
+    gates: list[str] | None = Field(
+        None,
+        description="what decides the verdict: quantiles (p10, p50, ...) for model runs, "
+        "METRIC:QUANTILE (ttft:p99, output_tokens_per_s:p50, ...) for serving sessions; "
+        "default p10, or ttft:p50, ttft:p99, tpot:p50, output_tokens_per_s:p50",
+    )
+    point: str | None = Field(
+        None,
+        description="serving sessions with several load points: N, concurrency=N or rate=R",
     )
     allow_contention: bool = Field(
         False,
@@ -447,6 +454,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
             news,
             threshold=body.threshold,
             gates=body.gates,
+            point=body.point,
             baseline_name=name,
             sessions_root=root,
             check_contention=not body.allow_contention,

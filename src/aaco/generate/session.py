@@ -1,0 +1,105 @@
+"""``aaco llm run``: the generation loop (:func:`aaco.generate.decoder.generate`) into a
+serving bundle, so every serving figure, report and ``aaco diff`` applies to it unchanged.
+
+The bundle is a ``kind: "serving"`` one whose requests are the generated sequences (TTFT =
+the prefill, one chunk per decode step), plus ``metrics/generation.json``: the model, the
+per-phase totals (prefill per generation, decode per step) and the operator profile split
+into prefill and decode.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aaco.collectors.environment import capture_environment
+from aaco.generate.decoder import GenerateOptions, generate
+from aaco.report.publish import write_reports
+from aaco.serving.bench import serving_meta, write_serving
+from aaco.session.bundle import STATUS_FAILED, BundleWriter, Session
+from aaco.session.paths import ENV_FILE, GENERATION_FILE
+from aaco.session.records import save_session
+
+__all__ = ["run_generate"]
+
+
+def run_generate(
+    options: GenerateOptions,
+    *,
+    output: Path,
+    tag: str | None = None,
+    argv: Sequence[str] | None = None,
+    config_dir: Path | None = None,
+) -> Session:
+    """Generate, then publish the bundle and its reports. Usage errors (unknown model, not a
+    decoder, too long for the model) raise before any bundle exists."""
+    result = generate(options, config_dir=config_dir)
+    writer = BundleWriter(output)
+    args = list(argv if argv is not None else sys.argv)
+    info = result.model_info
+    load = {
+        "mode": "generate",
+        "batch": options.batch,
+        "prompt_tokens": options.prompt_tokens,
+        "output_tokens": options.output_tokens,
+        "warmup": options.warmup,
+        "iterations": options.iterations,
+    }
+    meta = serving_meta(
+        writer,
+        model=str(info.get("name") or options.model),
+        source=str(info.get("kind") or "onnx"),
+        backend={"name": options.provider, "provider": options.provider},
+        run={
+            "framework": "onnxruntime-generate",
+            "batch": options.batch,
+            "warmup": options.warmup,
+            "iterations": options.iterations,
+            "threads": options.threads,
+            "seed": options.seed,
+            "profile": options.profile,
+        },
+        serving={"endpoint": "in-process", "model": info.get("name"), "load": load},
+        tag=tag,
+        argv=args,
+    )
+    meta["model"]["path"] = info.get("path")
+    try:
+        save_session(writer.path, meta)
+        env = capture_environment(args, [options.provider])
+        writer.write_json(ENV_FILE, env)
+        meta["fingerprint"] = env.get("fingerprint")
+        generation: dict[str, Any] = {
+            "model": info,
+            "phase_totals": result.phase_totals,
+            "top_ops": result.top_ops,
+            "op_split": result.op_split,
+            "errors": result.errors,
+        }
+        writer.write_json(GENERATION_FILE, generation)
+        for e in result.errors:
+            meta["failures"].append({"stage": "generate", "error": e})
+        point = {
+            "point": 0,
+            "label": f"batch={options.batch}",
+            "load": load,
+            "client": {
+                "wall_s": None,
+                "cpu_s": None,
+                "cpu_pct": None,
+                "loop_lag_ms": None,
+                "warnings": [],
+            },
+        }
+        write_serving(writer, meta, result.results, [point], {})
+    except BaseException:
+        meta["status"] = STATUS_FAILED
+        meta["error"] = {"message": "interrupted or failed while writing", "stage": "aaco"}
+        save_session(writer.path, meta)
+        writer.publish()
+        raise
+    writer.publish()
+    write_reports(writer.final_path)
+    return Session.load(writer.final_path)
