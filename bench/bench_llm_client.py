@@ -59,7 +59,13 @@ def _dataset(path: Path, n: int) -> None:
 
 
 def accuracy(
-    streams: int, ttft_s: float, itl_s: float, tokens: int, rounds: int, spread: float
+    streams: int,
+    ttft_s: float,
+    itl_s: float,
+    tokens: int,
+    rounds: int,
+    spread: float,
+    ramp_s: float,
 ) -> dict[str, Any]:
     """The client's own error, request by request against the server's stamps (one clock:
     CLOCK_MONOTONIC on both sides), and the figures against the scripted values."""
@@ -77,6 +83,7 @@ def accuracy(
                 "--warmup", str(streams),
                 "--output-tokens", f"{tokens}:{spread}",
                 "--dataset", str(data),
+                "--ramp-up", str(ramp_s),
             ],
         )  # fmt: skip
         server = {
@@ -120,6 +127,7 @@ def accuracy(
 
     return {
         "streams": streams,
+        "ramp_up_s": ramp_s,
         "requests": p["requests"],
         "matched": len(ttft_err),
         "scripted_ms": {"ttft": ttft_s * 1e3, "itl": itl_s * 1e3},
@@ -193,11 +201,19 @@ def main() -> None:
     )
     ap.add_argument("--rate", type=float, default=500.0)
     ap.add_argument("--rate-requests", type=int, default=5000)
+    ap.add_argument(
+        "--ramp-up-ms",
+        type=float,
+        default=None,
+        help="start the streams over this long (default: one ITL, so their chunks do not "
+        "arrive in lockstep; 0: all at once)",
+    )
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     out: dict[str, Any] = {"accuracy": [], "open_loop": None}
     for n in (int(v) for v in a.streams.split(",")):
-        r = accuracy(n, a.ttft_ms / 1e3, a.itl_ms / 1e3, a.tokens, a.rounds, a.spread)
+        ramp = (a.itl_ms if a.ramp_up_ms is None else a.ramp_up_ms) / 1e3
+        r = accuracy(n, a.ttft_ms / 1e3, a.itl_ms / 1e3, a.tokens, a.rounds, a.spread, ramp)
         out["accuracy"].append(r)
         c, e = r["client_ms"], r["client_error_ms"]
         print(

@@ -24,13 +24,22 @@ counts exactly what the server counts), ``tiny-llama-bytelevel`` / ``tiny-llama-
 needs ``transformers[serving]>=5`` in this venv), or the URL of any OpenAI-compatible server
 (with ``--model`` and ``--tokenizer DIR``, a Hugging Face tokenizer folder).
 
-Reproduce (the two tools in venvs of their own: their pins clash with AACO's)::
+Reproduce (each tool in a venv of its own, apart from AACO's: both pull transformers, GuideLLM
+also torch, 6 GB with its CUDA wheels)::
 
     python3 -m venv /tmp/venv-aiperf && /tmp/venv-aiperf/bin/pip install aiperf==0.13.0
     python3 -m venv /tmp/venv-guidellm && /tmp/venv-guidellm/bin/pip install guidellm==0.8.1
     .venv/bin/python bench/bench_llm_tools.py --server scripted --tokens-per-chunk 1,3 \\
-        --json /tmp/llm_tools.json
-    .venv/bin/python bench/bench_llm_tools.py --server tiny-llama-bytelevel
+        --repeat 3 --json /tmp/llm_tools.json            # ~25 min on 2 cores
+    .venv/bin/python bench/bench_llm_tools.py --server tiny-llama-bytelevel --repeat 3
+    .venv/bin/python bench/bench_llm_tools.py --server tiny-llama-bytelevel \\
+        --pin-server 1 --pin-client 0                    # the server on a core of its own
+    .venv/bin/python bench/bench_llm_tools.py --load /tmp/llm_tools.json   # tables again
+
+``--repeat N`` runs the tools round-robin N times and the tables show each figure's median
+(the JSON keeps every run). The tools share the machine with the server: on a CPU-bound
+server (``transformers serve``) a client's CPU is taken from the server, so its speed
+changes with the client; ``--pin-server``/``--pin-client`` give each its own cores.
 
 ``bench/llm_tools_requirements.txt`` holds the same pins. Nothing is downloaded at run
 time: the tokenizers are local folders and ``HF_HUB_OFFLINE=1`` is set for AACO and
@@ -56,7 +65,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -671,12 +680,29 @@ def run_tool(inv: Invocation, target: Target, load: Load, timeout: float) -> dic
     return result
 
 
+def _cpus(spec: str) -> set[int]:
+    return {int(c) for c in spec.split(",") if c.strip()}
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Pin every thread of ``pid`` and of its children: a process's affinity is per thread
+    on Linux, and a server's worker threads exist before it answers."""
+    procs = [psutil.Process(pid)]
+    procs += procs[0].children(recursive=True)
+    for proc in procs:
+        for thread in proc.threads():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(thread.id, cpus)
+
+
 def run_case(
     server: str, tokens_per_chunk: int, a: argparse.Namespace, load: Load, work: Path
 ) -> dict[str, Any]:
     case_dir = work / f"{server.replace('/', '_').replace(':', '_')}-tpc{tokens_per_chunk}"
     with serve(server, tokens_per_chunk, a, case_dir, load) as target:
         print(f"case: {target.label} at {target.url}", file=sys.stderr)
+        if a.pin_server and target.pid:
+            pin_process(target.pid, _cpus(a.pin_server))
         runs = []
         for rep, tool in ((rep, tool) for rep in range(a.repeat) for tool in a.tools):
             out = case_dir / f"{tool}-{rep}"
@@ -686,6 +712,9 @@ def run_case(
                 inv = aiperf_invocation(target, load, out, a.aiperf, tool != "aiperf")
             else:
                 inv = guidellm_invocation(target, load, out, a.guidellm)
+            if a.pin_client:
+                # every process the tool starts inherits the affinity
+                inv = replace(inv, argv=["taskset", "-c", a.pin_client, *inv.argv])
             print(f"  {tool}: {' '.join(inv.argv)}", file=sys.stderr)
             runs.append({"repeat": rep, **run_tool(inv, target, load, a.timeout)})
             time.sleep(a.pause)  # let the last tool's processes and sockets go
@@ -695,6 +724,7 @@ def run_case(
         "model": target.model,
         "tokenizer": str(target.tokenizer_dir),
         "truth": None if target.truth is None else target.truth.figures(),
+        "pinning": {"server": a.pin_server, "client": a.pin_client},
         "runs": runs,
     }
 
@@ -887,7 +917,12 @@ def format_case(case: dict[str, Any]) -> list[str]:
         *(["scripted truth"] if truth else []),
         *(TOOL_TITLES[r["tool"]] + (f" (median of {r['n']})" if r["n"] > 1 else "") for r in runs),
     ]
-    lines = [f"**{case['server']}**", "", "| " + " | ".join(heads) + " |"]
+    pins = case.get("pinning") or {}
+    title = case["server"]
+    if pins.get("server") or pins.get("client"):
+        server_cpus, client_cpus = pins.get("server") or "any", pins.get("client") or "any"
+        title += f"; server pinned to CPU {server_cpus}, client to CPU {client_cpus}"
+    lines = [f"**{title}**", "", "| " + " | ".join(heads) + " |"]
     lines.append("|" + "---|" * len(heads))
     for row in ROWS:
         cells = [row.title]
@@ -988,6 +1023,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=1800.0, help="per command, seconds")
     ap.add_argument("--pause", type=float, default=2.0, help="seconds between commands")
+    ap.add_argument("--pin-server", help="CPU list for the server's threads, e.g. 1")
+    ap.add_argument("--pin-client", help="CPU list for the tools (taskset -c), e.g. 0")
     ap.add_argument("--workdir", type=Path, help="keep every tool's output here")
     ap.add_argument("--json", type=Path, help="write every figure and command here")
     ap.add_argument("--load", type=Path, help="re-render the tables of a saved --json; run nothing")

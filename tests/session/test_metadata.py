@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aaco.regress import diff
+from aaco.regress import common, diff
 from aaco.session import catalog, metadata
 from aaco.session.bundle import Session, atomic_write_json
 
@@ -43,7 +43,12 @@ def test_keys_and_roles() -> None:
         "run.compile",
     }
     assert {k for k, r in roles.items() if r == "cause"} == {"run.profile_mode", "backend.provider"}
-    assert {k for k, r in roles.items() if r == "label"} == {"created_utc", "status", "tag"}
+    assert {k for k, r in roles.items() if r == "label"} == {
+        "created_utc",
+        "status",
+        "tag",
+        "kind",
+    }
     environment = {k for k, r in roles.items() if r == "environment"}
     assert {"fingerprint", "env.packages", "env.cpu.governors", "env.gpus"} <= environment
     assert all(k == "fingerprint" or k.startswith("env.") for k in environment)
@@ -63,7 +68,7 @@ def test_the_old_lists_are_registry_queries() -> None:
     """Both call sites keep the exact keys (and order) of the lists they had."""
     assert catalog.RUN_SETTINGS == OLD_RUN_SETTINGS
     assert metadata.run_fields(metadata.settings()) == OLD_RUN_SETTINGS
-    assert diff._run_keys() == OLD_DIFF_RUN_KEYS
+    assert common._run_keys() == OLD_DIFF_RUN_KEYS
     assert metadata.run_fields(metadata.causes()) == OLD_DIFF_RUN_KEYS
     # why they differ: the profiled pass is apart from the timed one (not a setting), a
     # torch device is diffed as backend.provider, compile was never a diff cause
@@ -186,6 +191,8 @@ def test_session_row_is_unchanged(tmp_path: Path) -> None:
             "preprocess",
             "framework",
             "settings",
+            # since issue 17: what made the bundle (a serving one adds its TTFT headline)
+            "kind",
         ]
 
 

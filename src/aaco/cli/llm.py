@@ -112,6 +112,13 @@ def llm_app() -> None:
     help="Gamma shape (1 = Poisson, < 1 burstier).",
 )
 @click.option(
+    "--ramp-up",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Closed loop: start the slots evenly over this many seconds, not all at once.",
+)
+@click.option(
     "--max-in-flight",
     type=int,
     help="Open loop: cap on requests in flight (sends wait for a free one, and "
@@ -185,6 +192,7 @@ def bench_command(
     rate: float | None,
     arrival: str,
     burstiness: float,
+    ramp_up: float,
     max_in_flight: int | None,
     n_requests: int | None,
     duration: float | None,
@@ -237,6 +245,7 @@ def bench_command(
         warmup_s=warmup_s,
         seed=seed,
         max_in_flight=max_in_flight,
+        ramp_up_s=ramp_up,
     )
     in_mean, in_spread = _mean_spread(input_tokens, "--input-tokens")
     out_mean, out_spread = _mean_spread(output_tokens, "--output-tokens")

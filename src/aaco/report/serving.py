@@ -381,7 +381,6 @@ def itl_samples(session: Session, point: int) -> list[float]:
     chunks = session.table("serving_chunks")
     if requests is None or chunks is None or chunks.num_rows == 0:
         return []
-    # the point's rows only: chunk_gaps walks its table row by row in Python
     chunks = chunks.filter(pc.equal(chunks.column("point"), point))
     keys = {
         (p, r)
@@ -392,7 +391,7 @@ def itl_samples(session: Session, point: int) -> list[float]:
         if p == point and ph == "measured" and st == "ok"
     }
     itl, _, _ = chunk_gaps(chunks, keys)
-    return [v / 1e6 for v in itl]
+    return [float(v) / 1e6 for v in itl]
 
 
 def measured_values(session: Session, column: str, point: int, ok_only: bool = True) -> list[float]:

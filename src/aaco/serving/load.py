@@ -13,6 +13,7 @@ client distorts what it measures.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +53,8 @@ class Load:
     seed: int = 0
     #: a rate-limited closed loop is not offered; in open loop, cap requests in flight
     max_in_flight: int | None = None
+    #: closed loop: start the N slots evenly over this many seconds instead of all at once
+    ramp_up_s: float = 0.0
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate is None):
@@ -64,6 +67,10 @@ class Load:
             raise UsageError(f"--arrival must be one of {', '.join(ARRIVALS)}")
         if self.max_in_flight is not None and (self.rate is None or self.max_in_flight < 1):
             raise UsageError("--max-in-flight takes a number >= 1, with --rate")
+        if not (self.ramp_up_s >= 0 and math.isfinite(self.ramp_up_s)):
+            raise UsageError(f"--ramp-up must be a number of seconds >= 0, not {self.ramp_up_s}")
+        if self.ramp_up_s and self.concurrency is None:
+            raise UsageError("--ramp-up applies to --concurrency (closed loop)")
         if not self.burstiness > 0:
             raise UsageError(f"--burstiness must be > 0, not {self.burstiness}")
         if self.requests is None and self.duration_s is None:
@@ -80,6 +87,8 @@ class Load:
         for k in ("concurrency", "rate", "requests", "duration_s", "warmup_requests"):
             out[k] = getattr(self, k)
         out["warmup_s"] = self.warmup_s
+        if self.concurrency is not None:
+            out["ramp_up_s"] = self.ramp_up_s
         if self.rate is not None:
             out.update(arrival=self.arrival, burstiness=self.burstiness, seed=self.seed)
             out["max_in_flight"] = self.max_in_flight
@@ -199,7 +208,11 @@ async def _drive(
         if load.concurrency is not None:
             counter = iter(range(limit))
 
-            async def worker() -> None:
+            async def worker(slot: int) -> None:
+                if load.ramp_up_s and load.concurrency:
+                    # slot j starts j/N of the ramp after the first: no thundering herd,
+                    # and streams whose chunks would otherwise arrive in lockstep
+                    await asyncio.sleep(load.ramp_up_s * slot / load.concurrency)
                 while True:
                     now = time.perf_counter_ns()
                     if deadline is not None and now >= deadline:
@@ -209,7 +222,7 @@ async def _drive(
                         return
                     await one(i, now)
 
-            await asyncio.gather(*(worker() for _ in range(load.concurrency)))
+            await asyncio.gather(*(worker(j) for j in range(load.concurrency)))
         else:
             assert load.rate is not None
             n = limit
@@ -260,6 +273,12 @@ def run_load(
     chunk's text (for re-tokenizing)."""
     reduce_timer_slack()
     loop = new_event_loop()
+    # What is alive now is kept out of the collector's sweeps (gc.freeze), and young
+    # collections run less often: a full collection over a heap of in-flight streams
+    # stalls the loop for milliseconds, which every stamp then carries.
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
     try:
         return loop.run_until_complete(
             _drive(endpoint, load, plan, point, timeout_s, progress, keep_text)
@@ -267,6 +286,8 @@ def run_load(
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 def sweep_values(text: str) -> tuple[str, list[float]]:

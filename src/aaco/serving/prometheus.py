@@ -65,7 +65,7 @@ def parse_metrics(text: str) -> list[tuple[str, str, float, str]]:
 class Scraper:
     """Polls ``url`` every ``interval_s`` on a daemon thread between start() and stop()."""
 
-    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0) -> None:
+    def __init__(self, url: str, interval_s: float = 0.5, timeout_s: float = 2.0) -> None:
         self.url = url
         self.interval_s = interval_s
         self.timeout_s = timeout_s
