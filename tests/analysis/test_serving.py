@@ -181,3 +181,13 @@ def test_tables_round_trip_the_schema() -> None:
     assert req.num_rows == 3
     assert ch.num_rows == 3 * (1 + 2)  # role + 2 content chunks each
     assert set(ch.column("kind").to_pylist()) == {"role", "content"}
+
+
+def test_a_zero_token_chunk_passes_its_time_to_the_next() -> None:
+    # chunks at 10/20/30/40 ms carrying 1/0/1/1 tokens (re-tokenizing by prefix gives 0s)
+    chunks = [Chunk(t * MS, "content", tokens=n) for t, n in ((10, 1), (20, 0), (30, 1), (40, 1))]
+    req, ch = serving_tables([_req(chunks, usage_tokens=3)])
+    s = summarize_point(req, ch)
+    assert s["itl_ms"]["count"] == 2
+    assert s["itl_ms"]["mean"] == pytest.approx(15.0)  # 30 ms over the 2 tokens after the first
+    assert s["icl_ms"]["count"] == 3 and s["icl_ms"]["mean"] == pytest.approx(10.0)

@@ -4,9 +4,11 @@ TTFT/ITL, refusals, failures, overload, sweeps, scraping, --launch, the CLI."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -232,6 +234,18 @@ def test_cli(server: str, tmp_path: Path) -> None:
         (["--url", "http://x", "--concurrency", "1", "--rate", "2"], "either"),
         (["--url", "http://x", "--rate", "2", "--sweep", "batch=1"], "--sweep"),
         (["--url", "http://x", "--concurrency", "1", "--input-tokens", "0"], "--input-tokens"),
+        (["--url", "http://x", "--concurrency", "1", "--duration", "nan"], "--duration"),
+        (["--url", "http://x", "--concurrency", "1", "--requests", "0"], "--requests"),
+        (["--url", "http://x", "--concurrency", "1", "--warmup", "-1"], "--warmup"),
+        (["--url", "http://x", "--concurrency", "1", "--timeout", "nan"], "--timeout"),
+        (["--url", "http://x", "--concurrency", "1", "--param", "x=NaN"], "--param"),
+        (["--url", "http://x", "--concurrency", "1", "--server-pid", "999999999"], "--server-pid"),
+        (
+            ["--url", "http://x", "--concurrency", "1", "--duration", "1", "--warmup-s", "2"],
+            "--warmup-s",
+        ),
+        (["--url", "http://x", "--rate", "2", "--ramp-up", "1", "--requests", "2"], "--ramp-up"),
+        (["--url", "http://x", "--concurrency", "1", "--bogus"], "aaco llm bench --help"),
     ],
 )
 def test_cli_usage_errors_are_one_line(args: list[str], message: str, tmp_path: Path) -> None:
@@ -240,3 +254,27 @@ def test_cli_usage_errors_are_one_line(args: list[str], message: str, tmp_path: 
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("aaco: error")]
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_ctrl_c_keeps_the_points_that_finished(tmp_path: Path) -> None:
+    with start_process(Script(ttft=0.2, itl=0.01)) as h:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aaco", "llm", "bench", "--url", h.url,
+             "--sweep", "concurrency=1,2", "--requests", "3", "--output-tokens", "4",
+             "--no-stop-at-saturation", "-o", str(tmp_path), "--report", "none"],
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "load concurrency=2" in line:
+                break
+        time.sleep(0.3)  # inside the second point
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    bundle = next(tmp_path.glob("20*/*/session.json")).parent
+    meta = json.loads((bundle / "session.json").read_text())
+    assert meta["status"] == "failed" and "1 load point(s) finished" in meta["error"]["message"]
+    summ = _summary(Session.load(bundle))
+    assert [p["load"]["concurrency"] for p in summ["points"]] == [1]
+    assert summ["points"][0]["requests"]["ok"] == 3

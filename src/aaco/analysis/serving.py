@@ -135,11 +135,20 @@ class PackedChunks:
 
 
 def _fill_unit_tokens(r: RequestResult, chunks: list[Chunk]) -> None:
-    """One token per chunk when the server's total says so (and nothing else is known)."""
+    """Token counts the server's total implies: one per chunk when it equals the number of
+    token chunks and none is known; the remainder for the one chunk left unknown (a running
+    usage count starts on the second chunk when the first carried none)."""
     tc = [c for c in chunks if c.kind in TOKEN_KINDS]
-    if tc and r.usage_tokens == len(tc) and all(c.tokens is None for c in tc):
+    if not tc or r.usage_tokens is None:
+        return
+    unknown = [c for c in tc if c.tokens is None]
+    if len(unknown) == len(tc) and r.usage_tokens == len(tc):
         for c in tc:
             c.tokens = 1
+    elif len(unknown) == 1:
+        rest = r.usage_tokens - sum(c.tokens or 0 for c in tc)
+        if rest >= 0:
+            unknown[0].tokens = rest
 
 
 def finalize(r: RequestResult, chunks: list[Chunk] | None = None) -> dict[str, Any]:
@@ -280,9 +289,11 @@ def chunk_gaps(
     chunks: pa.Table, requests: set[tuple[int, int]]
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """(itl per token, icl per chunk, tokens per chunk), in ns and tokens, over the token
-    chunks of ``requests`` ((point, request) pairs). A request's chunks are consecutive rows
-    in arrival order, as :func:`serving_tables` writes them. Vectorised: a run of millions of
-    chunks costs a few arrays, not Python objects per chunk."""
+    chunks of ``requests`` ((point, request) pairs). ITL walks the chunks that carry a
+    positive count: each one's gap to the previous such chunk, split over its tokens. A
+    request's chunks are consecutive rows in arrival order, as :func:`serving_tables` writes
+    them. Vectorised: a run of millions of chunks costs a few arrays, not Python objects per
+    chunk."""
     empty = np.zeros(0, dtype=np.float64)
     if chunks.num_rows == 0 or not requests:
         return empty, empty, empty
@@ -298,9 +309,14 @@ def chunk_gaps(
     per_chunk = tokens[tokens >= 0].astype(np.float64)
     same = key[1:] == key[:-1]
     gaps = (t[1:] - t[:-1])[same].astype(np.float64)
-    gap_tokens = tokens[1:][same]
-    counted = gap_tokens > 0
-    itl = np.repeat(gaps[counted] / gap_tokens[counted], gap_tokens[counted])
+    # itl: over the chunks that carry counted tokens only, so a chunk of 0 (or unknown)
+    # tokens passes its time on to the next one instead of losing it
+    c = tokens > 0
+    ck, ct, cn = key[c], t[c], tokens[c]
+    csame = ck[1:] == ck[:-1]
+    cgaps = (ct[1:] - ct[:-1])[csame].astype(np.float64)
+    cn_next = cn[1:][csame]
+    itl = np.repeat(cgaps / cn_next, cn_next)
     return itl, gaps, per_chunk
 
 
@@ -374,6 +390,8 @@ def summarize_point(
         "requests": {"measured": n, "ok": n_ok, "failed": n - n_ok},
         "warnings": [],
     }
+    if n == 0:
+        out["warnings"].append("no measured request in this point (the warmup took them all?)")
     errors = [e for e in _col(measured, "error") if e]
     if errors:
         out["requests"]["errors"] = {e: errors.count(e) for e in sorted(set(errors))[:10]}

@@ -179,8 +179,9 @@ def classify(exc: BaseException, args: list[str]) -> tuple[str, int]:
     if isinstance(exc, AacoError):
         return str(exc), exc.exit_code
     if isinstance(exc, click.exceptions.UsageError):
+        # the full command path: `aaco llm bench`, not `aaco bench`
         hint = (
-            f" (see 'aaco {exc.ctx.info_name} --help')"
+            f" (see '{exc.ctx.command_path} --help')"
             if exc.ctx and exc.ctx.info_name != "aaco"
             else ""
         )

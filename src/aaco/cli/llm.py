@@ -4,6 +4,7 @@ generation over ONNX decoders (``run``)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import psutil
 
 from aaco.cli._common import CONTEXT, format_option, print_report, sessions_root
 from aaco.errors import RunError, UsageError
@@ -28,6 +30,12 @@ def parse_duration_ns(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2) or "ms"]
 
 
+def _finite_positive(value: float, name: str) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{name} must be a positive number, not {value}")
+    return value
+
+
 def parse_slo(values: tuple[str, ...]) -> dict[str, float]:
     """``--slo ttft=200ms`` values -> {metric: bound in ns}."""
     from aaco.analysis.serving import SLO_METRICS
@@ -40,7 +48,7 @@ def parse_slo(values: tuple[str, ...]) -> dict[str, float]:
                 f"--slo takes METRIC=DURATION with METRIC one of "
                 f"{', '.join(SLO_METRICS)}, not {v!r}"
             )
-        out[key.strip()] = parse_duration_ns(bound)
+        out[key.strip()] = _finite_positive(parse_duration_ns(bound), f"--slo {key.strip()}")
     return out
 
 
@@ -52,10 +60,16 @@ def parse_param(values: tuple[str, ...]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise UsageError(f"--param takes KEY=VALUE, not {v!r}")
         try:
-            out[key.strip()] = json.loads(raw)
+            out[key.strip()] = json.loads(raw, parse_constant=_no_constant)
         except json.JSONDecodeError:
             out[key.strip()] = raw
+        except ValueError as exc:
+            raise UsageError(f"--param {key.strip()}: {exc}") from None
     return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value a server accepts")
 
 
 def _mean_spread(text: str, name: str) -> tuple[int, float]:
@@ -133,7 +147,12 @@ def llm_app() -> None:
     show_default=True,
     help="Requests excluded from the figures, counted from the first sent.",
 )
-@click.option("--warmup-s", type=float, default=0.0, help="Or: seconds excluded from the start.")
+@click.option(
+    "--warmup-s",
+    type=float,
+    default=0.0,
+    help="Or: seconds excluded from the start (with --requests, counted within them).",
+)
 @click.option(
     "--input-tokens",
     default="128",
@@ -172,7 +191,7 @@ def llm_app() -> None:
     type=float,
     default=600.0,
     show_default=True,
-    help="Per-request read timeout in seconds.",
+    help="Deadline of each request, whole response, in seconds.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tag", help="Free text stored with the session.")
@@ -223,6 +242,12 @@ def bench_command(
     """Measure an OpenAI-compatible server under load: TTFT, TPOT, ITL, throughput, goodput."""
     from aaco.serving.bench import BenchOptions, bench
     from aaco.serving.load import Load, sweep_values
+
+    _finite_positive(timeout, "--timeout")
+    _finite_positive(sample_hz, "--sample-hz")
+    _finite_positive(launch_timeout, "--launch-timeout")
+    if server_pid is not None and (server_pid <= 0 or not psutil.pid_exists(server_pid)):
+        raise UsageError(f"--server-pid {server_pid}: no such process")
 
     sweep_spec = None
     if sweep:

@@ -153,19 +153,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-async def _probe_once(endpoint: Endpoint) -> RequestResult:
+async def _probe_once(endpoint: Endpoint, timeout_s: float) -> RequestResult:
     r = RequestResult(point=-1, request=0, phase="probe", intended_ns=None, sent_ns=0, end_ns=None)
-    async with new_session(60.0) as session:
+    async with new_session(timeout_s) as session:
         await send(session, endpoint, RequestSpec(0, "Hello, how are you today?", 4), r)
     return r
 
 
-def probe(endpoint: Endpoint) -> tuple[Endpoint, list[str]]:
+def probe(endpoint: Endpoint, timeout_s: float = 60.0) -> tuple[Endpoint, list[str]]:
     """Send one small request; drop the optional fields a server refuses (with a warning
     each) until it answers. UsageError when it still refuses."""
     warnings: list[str] = []
     for _ in range(len(OPTIONAL_PARAMS) + 1):
-        r = asyncio.run(_probe_once(endpoint))
+        r = asyncio.run(_probe_once(endpoint, timeout_s))
         if r.status == "ok":
             return endpoint, warnings
         err = r.error or ""
@@ -325,13 +325,22 @@ def _bench(
         url=opts.url, kind=opts.endpoint, model=model, api_key=opts.api_key, params=params
     )
     say(f"probing {endpoint.target} (model {model})")
-    endpoint, warnings = probe(endpoint)
+    endpoint, warnings = probe(endpoint, opts.request_timeout_s)
     loads = [opts.load]
     if opts.sweep is not None:
         loads = loads_for_sweep(opts.load, opts.sweep[0], opts.sweep[1])
-    n_plan = max((ld.requests or int((ld.rate or 50) * (ld.duration_s or 60)) or 1) for ld in loads)
+    # distinct prompts for every request of every point (make_plan caps the count and
+    # cycles beyond it); a duration-bounded point is sized for 1.5x its expected requests
+    n_plan = sum(
+        ld.warmup_requests
+        + (
+            ld.requests
+            or int(1.5 * (ld.rate or 100.0 * (ld.concurrency or 1)) * (ld.duration_s or 60))
+        )
+        for ld in loads
+    )
     plan, plan_info = make_plan(
-        n_plan + max(ld.warmup_requests for ld in loads),
+        n_plan,
         input_tokens=opts.input_tokens,
         input_spread=opts.input_spread,
         output_tokens=opts.output_tokens,
@@ -373,13 +382,15 @@ def _bench(
         tag=opts.tag,
         argv=argv,
     )
+    results: list[RequestResult] = []
+    points: list[dict[str, Any]] = []
+    sampler: Collector | None = None
     try:
         save_session(writer.path, meta)
         env = capture_environment(argv, [])
         writer.write_json(ENV_FILE, env)
         meta["fingerprint"] = env.get("fingerprint")
         watched = proc.pid if proc is not None else (opts.server_pid or os.getpid())
-        sampler: Collector | None = None
         if opts.telemetry:
             sampler = COLLECTORS.get("system").for_process(watched, opts.sample_hz)
             sampler.start()
@@ -388,8 +399,6 @@ def _bench(
             scraper = Scraper(opts.metrics_url or opts.url.rstrip("/") + "/metrics")
             if scraper.scrape_once():
                 scraper.start()
-        results: list[RequestResult] = []
-        points: list[dict[str, Any]] = []
         t_start = time.perf_counter_ns()
         prev: dict[str, Any] | None = None
         for i, load in enumerate(loads):
@@ -402,6 +411,7 @@ def _bench(
                 point=i,
                 timeout_s=opts.request_timeout_s,
                 keep_text=tokenizer is not None,
+                plan_offset=len(results),
             )
             meta["phases"][f"point{i}"] = [t0, time.perf_counter_ns()]
             if tokenizer is not None:
@@ -440,8 +450,10 @@ def _bench(
                 writer.write_table("server_metrics", scraper.table())
             meta["serving"]["server_metrics"] = scraper.info()
         write_serving(writer, meta, results, points, opts.slo, warnings)
-    except BaseException:
-        _salvage(writer, meta)
+    except BaseException as exc:
+        if sampler is not None:
+            sampler.stop()
+        _salvage(writer, meta, results, points, opts.slo, exc)
         raise
     writer.publish()
     write_reports(writer.final_path)
@@ -501,7 +513,13 @@ def write_serving(
     summary["warnings"] = list(warnings) + summary["warnings"]
     writer.write_json(SERVING_SUMMARY_FILE, summary)
     measured = [r for r in results if r.phase == "measured"]
-    if measured and not any(r.status == "ok" for r in measured):
+    if not measured:
+        meta["status"] = STATUS_FAILED
+        meta["error"] = {
+            "message": "no measured request: the warmup (or the duration) left none",
+            "stage": "load",
+        }
+    elif not any(r.status == "ok" for r in measured):
         errs = [r.error for r in measured if r.error]
         meta["status"] = STATUS_FAILED
         meta["error"] = {
@@ -514,13 +532,34 @@ def write_serving(
     save_session(writer.path, meta)
 
 
-def _salvage(writer: BundleWriter, meta: dict[str, Any]) -> None:
-    """Keep what exists on Ctrl-C or an internal error, marked failed."""
+def _salvage(
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    results: Sequence[RequestResult],
+    points: Sequence[dict[str, Any]],
+    slo: Mapping[str, float],
+    exc: BaseException,
+) -> None:
+    """On Ctrl-C or an internal error: keep the load points that finished (their tables and
+    summary), mark the run failed, publish. The point that was running is lost."""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    reason = (
+        "interrupted (Ctrl-C or SIGTERM)"
+        if interrupted
+        else f"internal error: {type(exc).__name__}: {exc}"
+    )
+    done = {p["point"] for p in points}
+    kept = [r for r in results if r.point in done]
     try:
+        if points:
+            write_serving(writer, meta, kept, points, slo)
         meta["status"] = STATUS_FAILED
-        meta["error"] = {"message": "interrupted or failed before the end", "stage": "aaco"}
+        meta["error"] = {
+            "message": f"{reason}; {len(points)} load point(s) finished and kept",
+            "stage": "aaco" if not interrupted else "load",
+        }
         meta["finished_utc"] = utc_now_iso()
         save_session(writer.path, meta)
         writer.publish()
-    except Exception:
+    except Exception:  # the original error is what the user sees; the bundle is best effort
         pass

@@ -101,10 +101,13 @@ async def _on_body_sent(
 
 
 def new_session(timeout_s: float | None = None) -> aiohttp.ClientSession:
-    """A client session with no connection cap, large read buffers, and a trace hook that
-    stamps the moment each request's body is written to the socket."""
+    """A client session with no connection cap, large read buffers, a deadline of
+    ``timeout_s`` on each whole request (None: none), and a trace hook that stamps the moment
+    each request's body is written to the socket."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s)
+    # a deadline on the whole request: a read timeout alone restarts on every keep-alive
+    # comment, so a stalled stream that pings would never end
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=30, sock_read=timeout_s)
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_on_body_sent)
     return aiohttp.ClientSession(
@@ -137,6 +140,7 @@ class _Stream:
         self.keep_text = keep_text
         self.done = False
         self.finished = False  # a finish_reason was seen
+        #: the completion tokens of the last usage seen (None: no chunk carried usage yet)
         self.cum_usage: int | None = None
 
     def event(self, data: bytes, t_ns: int) -> None:
@@ -163,12 +167,12 @@ class _Stream:
                 self.finished = True
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                text += delta.get("content") or ""
-                reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
+                text += _text(delta.get("content"))
+                reasoning += _text(delta.get("reasoning_content") or delta.get("reasoning"))
                 tool = tool or bool(delta.get("tool_calls") or delta.get("function_call"))
                 role = role or "role" in delta
             else:
-                text += choice.get("text") or ""
+                text += _text(choice.get("text"))
         if text or tool:
             kind = "content"
             kind = "tool" if tool and not text else kind
@@ -184,8 +188,12 @@ class _Stream:
         if isinstance(usage, dict):
             completion = usage.get("completion_tokens")
             if isinstance(completion, int):
-                if kind in ("content", "reasoning", "tool"):
-                    tokens = completion - (self.cum_usage or 0)
+                # A running count (vLLM's continuous_usage_stats) gives a chunk its own
+                # tokens, but only once an earlier chunk carried usage: a server that puts
+                # the request's total on its last content chunk does not mean that chunk
+                # carried them all (finalize() fills a single unknown chunk from the total)
+                if kind in ("content", "reasoning", "tool") and self.cum_usage is not None:
+                    tokens = max(0, completion - self.cum_usage)
                 self.cum_usage = completion
                 self.result.usage_tokens = completion
             prompt = usage.get("prompt_tokens")
@@ -205,6 +213,37 @@ class _Stream:
 
 class _StreamError(Exception):
     pass
+
+
+def _text(value: Any) -> str:
+    """A delta's text: a string, or the text parts of a content-part list; "" otherwise."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(
+            p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _events(buf: bytes) -> tuple[list[bytes], bytes]:
+    """Complete SSE events' data fields in ``buf`` (``\r\n``, ``\r`` or ``\n`` line ends;
+    several ``data:`` lines of one event joined by ``\n``, as the SSE spec says), and the
+    incomplete rest. A trailing ``\r`` stays in the rest: its ``\n`` may be in the next
+    read."""
+    if b"\r" in buf:
+        tail = buf.endswith(b"\r")
+        buf = buf[:-1] if tail else buf
+        buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if tail else b"")
+    out: list[bytes] = []
+    while True:
+        cut = buf.find(b"\n\n")
+        if cut < 0:
+            return out, buf
+        event, buf = buf[:cut], buf[cut + 2 :]
+        data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            out.append(b"\n".join(data).strip())
 
 
 async def send(
@@ -246,31 +285,28 @@ async def send(
             buf = b""
             async for data in resp.content.iter_any():
                 t = time.perf_counter_ns()
-                buf += data
-                while True:
-                    cut = buf.find(b"\n\n")
-                    if cut < 0:
-                        break
-                    event, buf = buf[:cut], buf[cut + 2 :]
-                    for line in event.split(b"\n"):
-                        line = line.rstrip(b"\r")
-                        if line.startswith(b"data:"):
-                            stream.event(line[5:].strip(), t)
-                if b"\r\n\r\n" in buf:
-                    buf = buf.replace(b"\r\n", b"\n")
+                events, buf = _events(buf + data)
+                for event in events:
+                    stream.event(event, t)
+                if stream.done:
+                    break  # [DONE]: the response is complete, whatever the server does next
             result.end_ns = time.perf_counter_ns()
-            if buf.strip():
-                for line in buf.split(b"\n"):
-                    if line.startswith(b"data:"):
-                        stream.event(line[5:].strip(), result.end_ns)
+            if not stream.done and buf.strip():
+                # a last event without its blank line, at the body's end
+                events, _ = _events(buf.rstrip(b"\r\n") + b"\n\n")
+                for event in events:
+                    stream.event(event, result.end_ns)
             if not stream.done and not stream.finished:
                 result.status = "error"
                 result.error = "the stream ended before its end ([DONE] or a finish_reason)"
-    except _StreamError as exc:
+    except (_StreamError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        # a malformed event fails this request, never the run
         result.sent_ns = stamp.ns or result.sent_ns
         result.end_ns = time.perf_counter_ns()
         result.status = "error"
-        result.error = str(exc)
+        result.error = (
+            str(exc) if isinstance(exc, _StreamError) else f"malformed event: {exc}"[:300]
+        )
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         result.sent_ns = stamp.ns or result.sent_ns
         result.end_ns = time.perf_counter_ns()

@@ -13,6 +13,7 @@ client distorts what it measures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import math
 import time
@@ -30,6 +31,8 @@ from aaco.serving.eventloop import new_event_loop, reduce_timer_slack
 __all__ = ["ARRIVALS", "ClientHealth", "Load", "LoadResult", "arrival_offsets", "run_load"]
 
 ARRIVALS = ("constant", "poisson", "gamma")
+#: more streams than this from one process is a typo, not a load
+MAX_CONCURRENCY = 100_000
 _LAG_PERIOD_S = 0.005
 #: the client's own CPU use above which its timestamps may lag (100 = one core)
 CPU_WARN_PCT = 80.0
@@ -75,6 +78,26 @@ class Load:
             raise UsageError(f"--burstiness must be > 0, not {self.burstiness}")
         if self.requests is None and self.duration_s is None:
             raise UsageError("give --requests N or --duration S")
+        if self.requests is not None and self.requests < 1:
+            raise UsageError(f"--requests must be >= 1, not {self.requests}")
+        if self.duration_s is not None and not (
+            math.isfinite(self.duration_s) and self.duration_s > 0
+        ):
+            raise UsageError(
+                f"--duration must be a positive number of seconds, not {self.duration_s}"
+            )
+        if self.warmup_requests < 0:
+            raise UsageError(f"--warmup must be >= 0, not {self.warmup_requests}")
+        if not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
+            raise UsageError(f"--warmup-s must be a number of seconds >= 0, not {self.warmup_s}")
+        if self.duration_s is not None and self.warmup_s >= self.duration_s:
+            raise UsageError(
+                f"--warmup-s {self.warmup_s:g} leaves nothing of --duration {self.duration_s:g}"
+            )
+        if self.concurrency is not None and self.concurrency > MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency must be at most {MAX_CONCURRENCY}")
+        if not math.isfinite(self.burstiness):
+            raise UsageError(f"--burstiness must be a finite number, not {self.burstiness}")
 
     @property
     def label(self) -> str:
@@ -171,6 +194,7 @@ async def _drive(
     timeout_s: float | None,
     progress: Callable[[int], None] | None,
     keep_text: bool,
+    plan_offset: int,
 ) -> LoadResult:
     results: list[RequestResult] = []
     health = ClientHealth()
@@ -196,7 +220,7 @@ async def _drive(
         return r
 
     async def one(i: int, intended: int | None) -> None:
-        spec = plan(i)
+        spec = plan(plan_offset + i)
         r = new_result(i, intended)
         r.prompt_tokens = spec.prompt_tokens
         await send(session, endpoint, spec, r, keep_text=keep_text)
@@ -208,17 +232,22 @@ async def _drive(
         if load.concurrency is not None:
             counter = iter(range(limit))
 
+            exhausted = asyncio.Event()
+
             async def worker(slot: int) -> None:
                 if load.ramp_up_s and load.concurrency:
                     # slot j starts j/N of the ramp after the first: no thundering herd,
-                    # and streams whose chunks would otherwise arrive in lockstep
-                    await asyncio.sleep(load.ramp_up_s * slot / load.concurrency)
-                while True:
+                    # and streams whose chunks would otherwise arrive in lockstep; a slot
+                    # whose turn comes after the last request was taken just ends
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(
+                            exhausted.wait(), load.ramp_up_s * slot / load.concurrency
+                        )
+                while not exhausted.is_set():
                     now = time.perf_counter_ns()
-                    if deadline is not None and now >= deadline:
-                        return
                     i = next(counter, None)
-                    if i is None:
+                    if i is None or (deadline is not None and now >= deadline):
+                        exhausted.set()
                         return
                     await one(i, now)
 
@@ -266,11 +295,14 @@ def run_load(
     timeout_s: float | None = 600.0,
     progress: Callable[[int], None] | None = None,
     keep_text: bool = False,
+    plan_offset: int = 0,
 ) -> LoadResult:
     """Drive ``load`` against ``endpoint`` on a fresh event loop with precise timers
     (:mod:`aaco.serving.eventloop`); ``plan(i)`` gives request i. Returns every request's
     result (warmup included, marked) and the client's health; ``keep_text`` keeps each
-    chunk's text (for re-tokenizing)."""
+    chunk's text (for re-tokenizing); request i is sent ``plan(plan_offset + i)`` (a sweep
+    gives each point prompts of its own: a server's prefix cache must not flatter later
+    points)."""
     reduce_timer_slack()
     loop = new_event_loop()
     # What is alive now is kept out of the collector's sweeps (gc.freeze), and young
@@ -281,9 +313,15 @@ def run_load(
     gc.set_threshold(max(thresholds[0], 50_000), *thresholds[1:])
     try:
         return loop.run_until_complete(
-            _drive(endpoint, load, plan, point, timeout_s, progress, keep_text)
+            _drive(endpoint, load, plan, point, timeout_s, progress, keep_text, plan_offset)
         )
     finally:
+        # after Ctrl-C: cancel what is still in flight and let it unwind (sessions close)
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
         gc.set_threshold(*thresholds)
