@@ -159,6 +159,12 @@ def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = F
         con.print(mt)
         if mv["added"] or mv["removed"]:
             con.print(f"{title}: {len(mv['added'])} added, {len(mv['removed'])} removed")
+    _causes_and_gaps(con, v, ev)
+    return buf.getvalue()
+
+
+def _causes_and_gaps(con: Console, v: dict[str, Any], ev: dict[str, Any]) -> None:
+    """The end of a terminal diff: candidate causes, the recommendation, what was unknown."""
     if v["candidate_causes"]:
         con.print("candidate causes:")
         for c in v["candidate_causes"]:
@@ -167,7 +173,6 @@ def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = F
         con.print(f"recommendation: {escape(v['recommendation'])}")
     if ev["missing"]:
         con.print(f"unknown (not in both bundles): {escape(', '.join(ev['missing']))}")
-    return buf.getvalue()
 
 
 def _md(text: Any) -> str:
@@ -374,14 +379,7 @@ def render_serving_diff_terminal(
         )
     if et.row_count:
         con.print(et)
-    if v["candidate_causes"]:
-        con.print("candidate causes:")
-        for c in v["candidate_causes"]:
-            con.print(f"  - {escape(c['cause'])}: {escape(c['detail'])}")
-    if v["recommendation"]:
-        con.print(f"recommendation: {escape(v['recommendation'])}")
-    if ev["missing"]:
-        con.print(f"unknown (not in both bundles): {escape(', '.join(ev['missing']))}")
+    _causes_and_gaps(con, v, ev)
     return buf.getvalue()
 
 
