@@ -54,6 +54,9 @@ def test_llm_run_writes_a_serving_bundle(tmp_path: Path) -> None:
     assert set(gen["top_ops"]) == {"prefill", "decode"}
     assert gen["phase_totals"]["decode"]["runs_per_generation"] == 5
     assert {row["phase"] for row in gen["op_split"]} == {"prefill", "decode"}
+    # the in-process loop is the watched process
+    assert meta["telemetry"]["process"] == "generate" and meta["telemetry"]["samples"] >= 1
+    assert (bundle / "telemetry/system_events.parquet").is_file()
 
 
 def test_llm_run_bad_model_is_one_line(tmp_path: Path) -> None:

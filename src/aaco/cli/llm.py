@@ -330,6 +330,7 @@ def bench_command(
 )
 @click.option("--threads", type=int, help="Intra-op threads (default: onnxruntime's).")
 @click.option("--no-profile", is_flag=True, help="Skip the prefill/decode operator profile.")
+@click.option("--no-telemetry", is_flag=True, help="Do not sample system telemetry.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tag", help="Free text stored with the session.")
 @click.option(
@@ -354,6 +355,7 @@ def run_command(
     backend: str,
     threads: int | None,
     no_profile: bool,
+    no_telemetry: bool,
     seed: int,
     tag: str | None,
     output: Path | None,
@@ -386,6 +388,7 @@ def run_command(
         tag=tag,
         argv=["aaco", *sys.argv[1:]],
         config_dir=config,
+        telemetry=not no_telemetry,
     )
     print_report(session, report_format)
     sys.stderr.write(f"bundle: {session.path}\n")

@@ -9,11 +9,13 @@ into prefill and decode.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aaco.collectors.base import COLLECTORS
 from aaco.collectors.environment import capture_environment
 from aaco.generate.decoder import GenerateOptions, generate
 from aaco.report.publish import write_reports
@@ -32,10 +34,20 @@ def run_generate(
     tag: str | None = None,
     argv: Sequence[str] | None = None,
     config_dir: Path | None = None,
+    telemetry: bool = True,
+    sample_hz: float = 10.0,
 ) -> Session:
     """Generate, then publish the bundle and its reports. Usage errors (unknown model, not a
     decoder, too long for the model) raise before any bundle exists."""
-    result = generate(options, config_dir=config_dir)
+    # the loop runs in this process: the system sampler watches it (and the machine)
+    sampler = COLLECTORS.get("system").for_process(os.getpid(), sample_hz) if telemetry else None
+    if sampler is not None:
+        sampler.start()
+    try:
+        result = generate(options, config_dir=config_dir)
+    finally:
+        if sampler is not None:
+            sampler.stop()
     writer = BundleWriter(output)
     args = list(argv if argv is not None else sys.argv)
     info = result.model_info
@@ -79,6 +91,9 @@ def run_generate(
             "errors": result.errors,
         }
         writer.write_json(GENERATION_FILE, generation)
+        if sampler is not None:
+            writer.write_table(sampler.table_name, sampler.table())
+            meta["telemetry"] = {**sampler.info(), "pid": os.getpid(), "process": "generate"}
         for e in result.errors:
             meta["failures"].append({"stage": "generate", "error": e})
         point = {

@@ -714,9 +714,11 @@ def telemetry_line(telemetry: dict[str, Any] | None, requested: bool | None) -> 
     """The watched process's CPU and memory in words, or why there are none."""
     if not telemetry:
         return "not requested" if requested is False else "no samples were recorded"
-    who = {"server": "server", "client": "client (the server's pid unknown)"}.get(
-        str(telemetry.get("process")), "watched"
-    )
+    who = {
+        "server": "server",
+        "client": "client (the server's pid unknown)",
+        "generate": "generation (aaco llm run)",
+    }.get(str(telemetry.get("process")), "watched")
     scope = "measured phase" if telemetry.get("scope") == "window" else "whole run"
     rss = _num(telemetry.get("proc_rss_peak_bytes"))
     return (
