@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from aaco.errors import AacoError
+from aaco.errors import AacoError, RunError
 from aaco.session.bundle import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -152,6 +152,17 @@ def print_report(session: Session, fmt: str) -> None:
     from aaco.report.renderers import create_renderer
 
     out(create_renderer(fmt, width=width(), color=color()).render(session))
+
+
+def finish(session: Session, what: str, report_format: str | None) -> None:
+    """After a command that wrote a bundle: its report (``report_format`` None: none), the
+    ``bundle:`` line on stderr, and a RunError (exit 1) when the session did not complete."""
+    if report_format is not None:
+        print_report(session, report_format)
+    sys.stderr.write(f"bundle: {session.path}\n")
+    if session.status != "completed":
+        error = session.error or {}
+        raise RunError(f"{what} {session.status}: {error.get('message', 'no reason recorded')}")
 
 
 # --- errors and exit codes ---------------------------------------------------------------

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import psutil
 
-from aaco.cli._common import CONTEXT, format_option, print_report, sessions_root
-from aaco.errors import RunError, UsageError
+from aaco.cli._common import CONTEXT, finish, format_option, sessions_root
+from aaco.errors import UsageError
 
 __all__ = ["llm_app", "parse_duration_ns", "parse_param", "parse_slo"]
 
@@ -246,6 +245,9 @@ def bench_command(
     _finite_positive(timeout, "--timeout")
     _finite_positive(sample_hz, "--sample-hz")
     _finite_positive(launch_timeout, "--launch-timeout")
+    # lazy, like the library: `aaco --help` imports this module
+    import psutil
+
     if server_pid is not None and (server_pid <= 0 or not psutil.pid_exists(server_pid)):
         raise UsageError(f"--server-pid {server_pid}: no such process")
 
@@ -305,11 +307,7 @@ def bench_command(
         seed=seed,
     )
     session = bench(opts, progress=_progress)
-    print_report(session, report_format)
-    sys.stderr.write(f"bundle: {session.path}\n")
-    if session.status != "completed":
-        err = session.error or {}
-        raise RunError(f"bench {session.status}: {err.get('message', 'no reason recorded')}")
+    finish(session, "bench", report_format)
 
 
 @llm_app.command("run")
@@ -390,8 +388,4 @@ def run_command(
         config_dir=config,
         telemetry=not no_telemetry,
     )
-    print_report(session, report_format)
-    sys.stderr.write(f"bundle: {session.path}\n")
-    if session.status != "completed":
-        err = session.error or {}
-        raise RunError(f"generation {session.status}: {err.get('message', 'no reason recorded')}")
+    finish(session, "generation", report_format)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from aaco.cli._common import format_option, framework_choice, print_report, sessions_root
-from aaco.errors import RunError
+from aaco.cli._common import finish, format_option, framework_choice, sessions_root
 
 
 def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
@@ -186,9 +185,4 @@ def run(
     )
     for i in range(repeat):
         session = run_model(opts)
-        if i == repeat - 1:
-            print_report(session, report_format)
-        sys.stderr.write(f"bundle: {session.path}\n")
-        if session.status != "completed":
-            err = session.error or {}
-            raise RunError(f"run {session.status}: {err.get('message', 'no reason recorded')}")
+        finish(session, "run", report_format if i == repeat - 1 else None)

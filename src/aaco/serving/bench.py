@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 
 from aaco import __version__
 from aaco.analysis.serving import (
@@ -242,13 +243,14 @@ def rescale(counts: Sequence[int], total: int) -> list[int]:
 
 
 def summarize(
-    results: Sequence[RequestResult],
+    requests: pa.Table,
+    chunks: pa.Table,
     points: Sequence[dict[str, Any]],
     slo: Mapping[str, float],
 ) -> dict[str, Any]:
-    """``metrics/serving_summary.json``: per point (load, client health, figures), the
-    sweep's curve and knee, and every warning."""
-    requests, chunks = serving_tables(results)
+    """``metrics/serving_summary.json`` from the ``serving_requests`` and ``serving_chunks``
+    tables: per point (load, client health, figures), the sweep's curve and knee, and every
+    warning."""
     out_points = []
     warnings: list[str] = []
     for p in points:
@@ -509,7 +511,7 @@ def write_serving(
     requests, chunks = serving_tables(results)
     writer.write_table("serving_requests", requests)
     writer.write_table("serving_chunks", chunks)
-    summary = summarize(results, points, slo)
+    summary = summarize(requests, chunks, points, slo)
     summary["warnings"] = list(warnings) + summary["warnings"]
     writer.write_json(SERVING_SUMMARY_FILE, summary)
     measured = [r for r in results if r.phase == "measured"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from aaco.analysis.serving import RequestResult, distribution
 from aaco.errors import UsageError
+from aaco.report.serving import load_label
 from aaco.serving.client import Endpoint, RequestSpec, new_session, send
 from aaco.serving.eventloop import new_event_loop, reduce_timer_slack
 
@@ -101,9 +102,8 @@ class Load:
 
     @property
     def label(self) -> str:
-        if self.concurrency is not None:
-            return f"concurrency={self.concurrency}"
-        return f"rate={self.rate:g}/s ({self.arrival})"
+        """``concurrency=4`` or ``rate=2/s (poisson)``: the reports' one naming of a load."""
+        return load_label(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": "concurrency" if self.concurrency else "rate"}
