@@ -278,3 +278,29 @@ def test_ctrl_c_keeps_the_points_that_finished(tmp_path: Path) -> None:
     summ = _summary(Session.load(bundle))
     assert [p["load"]["concurrency"] for p in summ["points"]] == [1]
     assert summ["points"][0]["requests"]["ok"] == 3
+
+
+def test_sweep_summary_power_and_knee_known_by_construction() -> None:
+    from aaco.analysis.serving import serving_tables
+    from aaco.serving.bench import summarize
+    from aaco.testing import scripted_results
+
+    # three points of 10 requests, 16 tokens, ttft 20 ms, itl 5 ms: e2e 95 ms each; sent
+    # every 100, 50, 50 ms: output tokens/s 16*10 / span, span = 9*gap + 95 ms
+    results = []
+    for point, gap in enumerate((100.0, 50.0, 50.0)):
+        results += scripted_results(10, point=point, gap_ms=gap, output_tokens=16)
+    loads = [Load(concurrency=c, requests=10) for c in (1, 2, 4)]
+    points = [
+        {"point": i, "label": ld.label, "load": ld.to_json(), "client": {"warnings": []}}
+        for i, ld in enumerate(loads)
+    ]
+    summ = summarize(*serving_tables(results), points, {})
+    tput = [160 / 0.995, 160 / 0.545, 160 / 0.545]
+    for p, want in zip(summ["points"], tput, strict=True):
+        assert p["throughput"]["output_tokens_per_s"] == pytest.approx(want)
+        assert p["e2e_ms"]["p50"] == pytest.approx(95.0)
+    sweep = summ["sweep"]
+    assert sweep["power"] == pytest.approx([t / 0.095 for t in tput])
+    assert sweep["best_power"]["index"] == 1  # the first of the two equal maxima
+    assert sweep["knee"]["load"] == 2.0  # 2 -> 4 added nothing
