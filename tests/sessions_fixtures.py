@@ -96,6 +96,9 @@ def derived_session(
     for key in ("sys_cpu_pct_mean", "proc_cpu_pct_mean"):
         if key in tel:
             tel[key] = None
+    # nor did its scheduler or GPU telemetry (a derived session has none of its own)
+    summary["sched"] = None
+    summary["gpu"] = None
     (dst / "metrics" / "inference_summary.json").write_text(json.dumps(summary))
     meta = json.loads((dst / "session.json").read_text())
     meta["session_id"] = session_id

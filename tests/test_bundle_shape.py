@@ -30,6 +30,34 @@ CHANGED_ON_PURPOSE = {
     "runtime/worker_result.json": "runner-specific keys only",
     "runtime/worker_spec.json": "new key: workload",
 }
+#: added since, on purpose (issue #18): the scheduler collector's tables, the capsule spec
+#: (``aaco rerun``), and their keys; telemetry/gpu.parquet only where a GPU source exists
+ADDED_FILES = {
+    "runtime/capsule.json",
+    "telemetry/sched_threads.parquet",
+    "telemetry/sched_system.parquet",
+    "telemetry/gpu.parquet",
+}
+ADDED_KEYS = {
+    "metrics/inference_summary.json": {".gpu", ".sched"},
+    "session.json": {
+        ".collectors",
+        ".collectors.gpu",
+        ".collectors.sched",
+        ".capsule",
+        ".rerun_of",
+    },
+    "runtime/worker_spec.json": {".sentinel", ".cpus"},
+    "runtime/worker_result.json": {".affinity", ".sentinel"},
+    "report/report.json": {".gpu", ".sched", ".capsule"},
+    # the cpu-contention class and the signals of the GPU and scheduler telemetry
+    "metrics/bottleneck.json": {
+        ".confidence_by_class.cpu-contention",
+        ".signals.runqueue_wait_share",
+        ".signals.gpu_throttle_share",
+        ".evidence_by_class.cpu-contention",
+    },
+}
 
 
 def _normalise(shape: dict[str, Any]) -> dict[str, Any]:
@@ -59,12 +87,27 @@ def _run(tmp_path: Path, *args: str) -> Path:
     return (tmp_path / "latest").resolve()
 
 
+def _without_additions(after: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in after.items():
+        if name in ADDED_FILES:
+            continue
+        added = ADDED_KEYS.get(name, set())
+        if isinstance(value, list):
+            value = [
+                p for p in value if p not in added and not any(p.startswith(a + ".") for a in added)
+            ]
+        out[name] = value
+    return out
+
+
 def _compare(before: dict[str, Any], after: dict[str, Any]) -> None:
+    after = _without_additions(after)
     assert sorted(after) == sorted(before), "the bundle's files changed"
     for name, old in before.items():
         new = after[name]
         if name == "runtime/worker_result.json":
-            common = {f".{f}" for f in COMMON_RESULT_FIELDS}
+            common = {f".{f}" for f in COMMON_RESULT_FIELDS} - ADDED_KEYS[name]
             assert common <= set(new), name
             assert set(new) <= set(old), f"{name}: keys no runner wrote before"
         elif name == "runtime/worker_spec.json":

@@ -93,8 +93,8 @@ def test_default_collector_is_the_system_sampler(tmp_path: Path, fake_runner: No
 
 
 def test_unknown_collector_lists_the_valid_ones(tmp_path: Path, fake_runner: None) -> None:
-    with pytest.raises(UsageError, match=r"unknown collector 'nvml'; valid: system"):
-        run_model(_opts(tmp_path, collectors=("nvml",)))
+    with pytest.raises(UsageError, match=r"unknown collector 'nosuch'; valid: system, sched, gpu"):
+        run_model(_opts(tmp_path, collectors=("nosuch",)))
     assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
 
@@ -156,3 +156,57 @@ def test_a_registered_runner_is_a_framework_on_the_command_line(
     assert "fake" in CliRunner().invoke(app, ["run", "--help"]).output
     meta = json.loads((tmp_path / "s" / "latest" / "session.json").read_text())
     assert meta["run"]["framework"] == "fake" and meta["status"] == "completed"
+
+
+def test_gpu_telemetry_reaches_the_summary_the_classifier_and_the_reports(
+    tmp_path: Path, fake_runner: None
+) -> None:
+    """The NVML collector over a fake ``pynvml`` built from a recorded Tesla T4 (``nvidia-smi
+    -q -x``, tests/collectors/fixtures/smi/README.md) whose clocks are held by the power cap
+    and which lists the worker's pid: the whole pipeline, from the collector to the reports."""
+    import dataclasses
+
+    from aaco.collectors.gpu.nvml import NvmlCollector
+    from aaco.report.perfetto import export_perfetto
+    from aaco.report.terminal import TerminalRenderer
+    from aaco.testing.fake_gpu import FakePynvml, nvml_records_from_xml
+
+    xml = (Path(__file__).parent / "collectors/fixtures/smi/tesla-t4.xml").read_text()
+    (t4,) = nvml_records_from_xml(xml)
+    capped = dataclasses.replace(t4, reasons=0x4)  # SwPowerCap: throttling, not idling
+
+    class PowerCappedT4(NvmlCollector):
+        @classmethod
+        def for_process(cls, pid: int, hz: float) -> NvmlCollector:
+            return cls(pid, hz, nvml=FakePynvml([capped], pids={0: [pid]}))
+
+    with COLLECTORS.registered("gpu", PowerCappedT4):
+        s = run_model(_opts(tmp_path, iterations=400, sample_hz=50.0, batch=2))
+    assert s.status == "completed", s.error
+    table = s.table("gpu_telemetry")
+    assert table is not None and table.num_rows >= 3
+    assert set(table.column("sm_clock_mhz").to_pylist()) == {t4.sm_clock}
+    gpu = s.summary["gpu"]
+    assert gpu["source"] == "nvml"
+    (dev,) = gpu["devices"]
+    assert dev["used"] is True and dev["name"] == t4.name
+    assert gpu["throttled_share"] == pytest.approx(1.0)
+    assert dev["throttle_share"] == {"power_cap": pytest.approx(1.0)}
+    # the fake's energy counter advances at the recorded power draw: the average power over
+    # the window is that draw, and an inference is one sample: energy per inference is it x
+    # window / (iterations x batch)
+    assert gpu["avg_power_w"] == pytest.approx(t4.power_draw_w, rel=0.02)
+    window_s = (s.meta["phases"]["measured"][1] - s.meta["phases"]["measured"][0]) / 1e9
+    assert gpu["joules_per_inference"] == pytest.approx(
+        t4.power_draw_w * window_s / (400 * 2), rel=0.05
+    )
+    assert gpu["inferences_per_joule"] == pytest.approx(1 / gpu["joules_per_inference"])
+    bottleneck = s.json_file("metrics/bottleneck.json")
+    assert bottleneck is not None
+    assert bottleneck["bottleneck_class"] == "throttling"
+    assert bottleneck["signals"]["gpu_throttle_share"]["value"] == pytest.approx(1.0)
+    text = TerminalRenderer(width=140).render(s)
+    assert "power_cap" in text and "J/inference" in text
+    trace = json.loads(export_perfetto(s))
+    counters = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "C"}
+    assert "SM clock" in counters, counters

@@ -37,6 +37,7 @@ from aaco.analysis.stats import summarize_iterations
 from aaco.analysis.telemetry import summarize_system
 from aaco.collectors.base import COLLECTORS, DEFAULT_COLLECTORS, Collector
 from aaco.collectors.environment import capture_environment
+from aaco.collectors.machine_state import check_machine
 from aaco.diagnose import diagnose_bundle
 from aaco.errors import InputError, UsageError, attach_warning
 from aaco.ingest import ingest_traces
@@ -48,6 +49,7 @@ from aaco.runners.base import (
     RunPlan,
     RunStage,
 )
+from aaco.runners.capsule import CapsulePlan, capsule_document, plan_capsule
 from aaco.runners.harness import CAPTURE_FLAG, WORKER_MODULE, worker_argv
 from aaco.runners.launch import LaunchOutcome, launch_worker
 from aaco.runners.rss import own_peak_rss_bytes
@@ -63,9 +65,21 @@ from aaco.session.bundle import (
     read_json,
     utc_now_iso,
 )
-from aaco.session.paths import ENV_FILE, INFERENCE_SUMMARY_FILE, MODEL_META_FILE, SESSION_FILE
+from aaco.session.paths import (
+    CAPSULE_FILE,
+    ENV_FILE,
+    INFERENCE_SUMMARY_FILE,
+    MODEL_META_FILE,
+    SESSION_FILE,
+)
 from aaco.session.records import add_failure, save_session
-from aaco.session.schema import INFERENCE_ITERS, SYSTEM_EVENTS
+from aaco.session.schema import (
+    GPU_TELEMETRY,
+    INFERENCE_ITERS,
+    SCHED_SYSTEM,
+    SCHED_THREADS,
+    SYSTEM_EVENTS,
+)
 from aaco.tracers.base import TRACERS, Tracer
 
 __all__ = [
@@ -146,12 +160,15 @@ def run_model(opts: RunOptions) -> Session:
     runner = RUNNERS.get(opts.framework)()
     _validate(opts)
     runner.validate(opts)
+    # --isolate: the CPUs and the thread count are resolved before the runner plans
+    capsule = plan_capsule(opts)
+    opts = capsule.options
     tracer = _tracer(runner, opts)
     collectors = _collectors(opts)
     plan = runner.plan(opts)
     writer = BundleWriter(opts.output)
     try:
-        return _run_into(writer, opts, runner, plan, tracer, collectors)
+        return _run_into(writer, opts, runner, plan, tracer, collectors, capsule)
     except _UserFault as fault:
         # The user's model or options were at fault (found by the worker): no bundle.
         writer.discard()
@@ -272,23 +289,43 @@ def _run_into(
     plan: RunPlan,
     tracer: Tracer | None,
     collectors: Mapping[str, Callable[[int], Collector]],
+    capsule: CapsulePlan | None = None,
 ) -> Session:
+    capsule = capsule if capsule is not None else CapsulePlan(opts, opts)
     meta = initial_meta(writer, opts, plan)
+    if opts.rerun_of is not None:
+        meta["rerun_of"] = opts.rerun_of
     save_session(writer.path, meta)
     stage = RunStage(writer, meta)
     _write_env(writer, meta, stage, plan.providers)
     runner.before_worker(plan, stage)
+    stage.attempt("capsule", _write_capsule, writer, capsule, meta)
 
     plan.spec = _worker_spec(writer, opts, runner, plan, meta)
+    plan.spec["sentinel"] = capsule.sentinel
+    plan.spec["cpus"] = list(capsule.cpus) if capsule.cpus else None
     writer.write_json(SPEC_FILE, plan.spec)
-    outcome = launch_worker(writer.path, WORKER_MODULE, opts.timeout_s, collectors)
+    if capsule.isolated or capsule.sentinel:
+        # the machine's state as this run met it, just before the worker starts
+        checks = check_machine(cpus=capsule.cpus, sample=capsule.sample)
+        meta["capsule"] = {**capsule.record(), "machine_state": [c.to_json() for c in checks]}
+    outcome = launch_worker(
+        writer.path,
+        WORKER_MODULE,
+        opts.timeout_s,
+        collectors,
+        cpus=capsule.cpus,
+        env=capsule.worker_env(),
+    )
     try:
         runner.check_outcome(plan, outcome)
     except UsageError as exc:
         raise _UserFault(exc) from None
-    summary = _finish_common(writer, meta, outcome, runner.batch(plan, outcome))
+    batch = runner.batch(plan, outcome)
+    summary = _finish_common(writer, meta, outcome, batch)
     runner.finish(plan, outcome, stage, summary)
-    _finish_summary(writer, meta, outcome, summary)
+    _finish_capsule(meta, outcome, summary)
+    _finish_summary(writer, meta, outcome, summary, batch)
     if tracer is not None and outcome.status == STATUS_COMPLETED:
         _capture(writer, stage, tracer, opts.timeout_s)
     _analyze(writer, meta, stage, opts.auto_calibrate)
@@ -305,6 +342,40 @@ def _write_env(
     if env is not None:
         writer.write_json(ENV_FILE, env)
         meta["fingerprint"] = env.get("fingerprint")
+
+
+def _write_capsule(writer: BundleWriter, capsule: CapsulePlan, meta: dict[str, Any]) -> None:
+    """``runtime/capsule.json``: what ``aaco rerun`` rebuilds the run from."""
+    env_file = writer.path / ENV_FILE
+    env = read_json(env_file) if env_file.is_file() else None
+    writer.write_json(CAPSULE_FILE, capsule_document(writer.path, capsule, meta, env))
+
+
+def _finish_capsule(meta: dict[str, Any], outcome: LaunchOutcome, summary: dict[str, Any]) -> None:
+    """What the worker saw of its capsule: the CPUs it and its threads could run on, and the
+    noise sentinel, whose change of speed becomes one of the summary's warnings."""
+    record = meta.get("capsule")
+    result = outcome.result
+    if record is None or result is None:
+        return
+    record["worker_affinity"] = result.affinity
+    record["sentinel"] = result.sentinel
+    sentinel = result.sentinel or {}
+    if sentinel.get("speed_changed"):
+        drifts = [
+            f"{sentinel[k]:+.1f}% {where} (threshold {sentinel[t]:.1f}%)"
+            for k, t, where in (
+                ("drift_between_pct", "threshold_between_pct", "after the warmup"),
+                ("drift_pct", "threshold_pct", "after the measured phase"),
+            )
+            if sentinel.get(k) is not None and sentinel.get(t) is not None
+        ]
+        summary.setdefault("warnings", []).append(
+            "CPU speed changed during the run: the sentinel loop's time moved "
+            + ", ".join(drifts)
+            + " against before the warmup; frequency scaling, throttling or other work "
+            "(see aaco doctor)"
+        )
 
 
 def _finish_common(
@@ -329,12 +400,18 @@ def _finish_common(
         meta["failures"].extend(result.failures)
     for name, table in outcome.telemetry.items():
         cls = COLLECTORS.get(name)
-        writer.write_table(cls.table_name, table)
+        # a collector that gathered nothing (no GPU, no /proc) writes no table: its info
+        # in session.json says why
+        if table.num_rows:
+            writer.write_table(cls.table_name, table)
         info = outcome.telemetry_info.get(name, {})
         if cls.meta_key is not None:
             meta[cls.meta_key] = info
         else:
             meta.setdefault("collectors", {})[name] = info
+    for table_name, table in outcome.extra_telemetry.items():
+        if table.num_rows:
+            writer.write_table(table_name, table)
 
     summary: dict[str, Any] = {"status": outcome.status}
     if outcome.usage is not None:
@@ -358,7 +435,11 @@ def _finish_common(
 
 
 def _finish_summary(
-    writer: BundleWriter, meta: dict[str, Any], outcome: LaunchOutcome, summary: dict[str, Any]
+    writer: BundleWriter,
+    meta: dict[str, Any],
+    outcome: LaunchOutcome,
+    summary: dict[str, Any],
+    batch: int | None = None,
 ) -> None:
     if "profile" not in summary:
         summary["profile"] = None
@@ -368,7 +449,36 @@ def _finish_summary(
         summary["telemetry"] = summarize_system(system, tuple(window) if window else None)
     else:
         summary["telemetry"] = None
+    summary.update(machine_summaries(outcome, meta, batch))
     writer.write_json(INFERENCE_SUMMARY_FILE, summary)
+
+
+def machine_summaries(
+    outcome: LaunchOutcome, meta: Mapping[str, Any], batch: int | None = None
+) -> dict[str, Any]:
+    """The GPU and scheduler collectors' summaries over the measured window (``gpu``,
+    ``sched``: None when the collector did not run or gathered nothing). An inference is one
+    sample: the GPU's energy per inference divides by measured iterations x ``batch``, and
+    is unknown when the batch is (one sample per iteration is not assumed)."""
+    from aaco.analysis.gpu import summarize_gpu
+    from aaco.analysis.sched import summarize_sched
+
+    window = meta["phases"].get("measured")
+    span = (int(window[0]), int(window[1])) if window else None
+    result = outcome.result
+    inferences = (
+        result.measured_iterations * batch if result is not None and batch is not None else None
+    )
+    gpu = _table_of(outcome, GPU_TELEMETRY.name)
+    threads = _table_of(outcome, SCHED_THREADS.name)
+    return {
+        "gpu": summarize_gpu(gpu, span, inferences) if gpu is not None and gpu.num_rows else None,
+        "sched": (
+            summarize_sched(threads, outcome.extra_telemetry.get(SCHED_SYSTEM.name), span, None)
+            if threads is not None and threads.num_rows
+            else None
+        ),
+    }
 
 
 def _table_of(outcome: LaunchOutcome, table_name: str) -> pa.Table | None:

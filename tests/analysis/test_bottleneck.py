@@ -491,3 +491,76 @@ def test_small_grid_share_counts_workgroups_per_source() -> None:
     assert small_grid_share(kernels, 104) == (pytest.approx(400 / 500), None)
     assert small_grid_share(kernels, None)[0] is None
     assert small_grid_share(None, 104) == (None, "no GPU kernels")
+
+
+def test_cpu_contention_is_a_validity_class_ahead_of_the_steady_state() -> None:
+    # wait 0.25: (0.25 - 0.1) / (0.4 - 0.1) = 0.5 (weight 0.7); cpu_contention 0.4:
+    # (0.4 - 0.2) / (0.6 - 0.2) = 0.5 (weight 0.3): score 0.5, completeness 1
+    base = {**MAIN_OK, "memory_bound_time_share": 0.9, "bandwidth_utilization": 0.7}
+    v = classify(sigs(**{**base, "runqueue_wait_share": 0.25, "cpu_contention": 0.4}))
+    assert v["bottleneck_class"] == "cpu-contention"
+    assert v["secondary"][0]["class"] == "memory-bound"
+    # 0.5 x (1 - 1 / 2) x 1
+    assert v["confidence"] == pytest.approx(0.25)
+    # below the threshold the class does not hold and the steady-state verdict stands
+    v = classify(sigs(**{**base, "runqueue_wait_share": 0.05, "cpu_contention": 0.4}))
+    assert v["bottleneck_class"] == "memory-bound"
+    assert v["confidence_by_class"]["cpu-contention"] is None
+
+
+def test_throttling_needs_the_drivers_throttle_evidence_not_a_clock_drop_alone() -> None:
+    # a GPU idling between iterations drops its clocks: no throttle reason, no class
+    v = classify(sigs(**{**MAIN_OK, "gpu_clock_drop": 0.5, "gpu_throttle_share": 0.0}))
+    assert v["bottleneck_class"] != "throttling"
+    assert v["confidence_by_class"]["throttling"] is None
+    # throttled 30 % of the window (strength 1, weight 0.6) with a 0.2 drop (0.5, 0.4):
+    # score (0.6 + 0.2) / 1 = 0.8
+    v = classify(sigs(**{**MAIN_OK, "gpu_clock_drop": 0.2, "gpu_throttle_share": 0.3}))
+    assert v["bottleneck_class"] == "throttling"
+    assert v["confidence"] == pytest.approx(0.8)
+
+
+def test_machine_signals_come_from_the_summaries_or_say_why_not() -> None:
+    from aaco.analysis.bottleneck import machine_signals
+
+    none = {s.name: s for s in machine_signals({})}
+    assert none["gpu_clock_drop"].value is None and "no GPU telemetry" in str(
+        none["gpu_clock_drop"].missing
+    )
+    assert none["runqueue_wait_share"].value is None
+    assert "schedstat" in str(none["runqueue_wait_share"].missing)
+    got = {
+        s.name: s
+        for s in machine_signals(
+            {
+                "gpu": {"clock_drop": 0.2, "throttled_share": 0.1, "violation_share": 0.25},
+                "sched": {"wait_share": 0.38, "scope": "window", "coverage": 0.8},
+            }
+        )
+    }
+    assert got["gpu_clock_drop"].value == pytest.approx(0.2)
+    assert got["gpu_throttle_share"].value == pytest.approx(0.25)  # the larger of the two
+    assert got["runqueue_wait_share"].value == pytest.approx(0.38)
+    odd = {s.name: s for s in machine_signals({"gpu": {"clock_drop": float("nan")}})}
+    assert odd["gpu_clock_drop"].value is None
+
+    # the scheduler's figures of a phase much shorter than the sampling period describe the
+    # run around it (start-up, the parent's work): no evidence about the phase
+    short = {
+        s.name: s
+        for s in machine_signals(
+            {
+                "sched": {
+                    "wait_share": 0.38,
+                    "scope": "window",
+                    "coverage": 0.01,
+                    "measured_s": 0.001,
+                    "window_s": 0.1,
+                }
+            }
+        )
+    }
+    assert short["runqueue_wait_share"].value is None
+    assert "fills 1% of the 100 ms" in str(short["runqueue_wait_share"].missing)
+    run = {s.name: s for s in machine_signals({"sched": {"wait_share": 0.38, "scope": "run"}})}
+    assert run["runqueue_wait_share"].value is None

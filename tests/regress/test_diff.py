@@ -458,3 +458,109 @@ def test_a_history_too_noisy_to_judge_is_inconclusive_not_an_error(
     assert out["verdict"]["verdict"] == "INCONCLUSIVE"
     assert out["verdict"]["margin_pct"] >= 100
     assert any("HISTORY TOO NOISY TO JUDGE" in w for w in out["verdict"]["warnings"])
+
+
+def _set_json(bundle: Path, name: str, key: str, value: object) -> None:
+    f = bundle / name
+    doc = json.loads(f.read_text())
+    doc[key] = value
+    f.write_text(json.dumps(doc))
+
+
+def _sched(wait: float, other_pct: float | None, coverage: float = 0.9) -> dict[str, object]:
+    return {
+        "scope": "window",
+        "coverage": coverage,
+        "wait_share": wait,
+        "other_cpu_pct_mean": other_pct,
+        "affinity": [1],
+    }
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "code"),
+    [
+        (_sched(0.02, 1.0), _sched(0.03, 2.0), 1),  # quiet on both sides: the verdict stands
+        (_sched(0.02, 1.0), _sched(0.38, 90.0), 3),  # a hog on the session's CPU
+        (_sched(0.38, 90.0), _sched(0.02, 1.0), 3),  # a hog on the baseline's: also suspect
+        (_sched(0.38, None), _sched(0.02, 1.0), 3),  # who held the CPU unknown: suspect
+        # the worker waited for its own threads (more threads than CPUs), nobody else ran
+        (_sched(0.30, 2.0), _sched(0.30, 3.0), 1),
+        # a measured phase far shorter than the sampling period: figures of the run around it
+        (_sched(0.02, 1.0), _sched(0.38, 90.0, coverage=0.1), 1),
+    ],
+)
+def test_run_queue_wait_makes_a_verdict_inconclusive(
+    regress_sessions: Sessions,
+    tmp_path: Path,
+    base: dict[str, object],
+    new: dict[str, object],
+    code: int,
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+    _set_json(a, "metrics/inference_summary.json", "sched", base)
+    _set_json(b, "metrics/inference_summary.json", "sched", new)
+    proc = aaco("diff", "-b", str(a), "-s", str(b), "-t", "3%", "--no-history", "-f", "json")
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    v = json.loads(proc.stdout)["verdict"]
+    assert v["measurement_valid"] is (code == 1)
+    if code == 3:
+        assert v["verdict"] == "INCONCLUSIVE" and v["statistical_verdict"] == "REGRESSION"
+        assert "waited 38 % of its runnable time for a CPU" in proc.stderr.replace("38%", "38 %")
+        assert "quiet machine" in v["recommendation"]
+    ev = json.loads(proc.stdout)["evidence"]["scalars"]
+    assert ev["runqueue_wait_share"]["baseline"] == pytest.approx(base["wait_share"])
+    # no GPU telemetry on either side: the GPU deltas are not listed as unknown
+    assert "gpu_sm_clock_mhz" not in ev
+
+
+def test_a_sentinel_that_saw_the_machine_change_speed_makes_it_inconclusive(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+    _set_json(b, "session.json", "capsule", {"sentinel": {"speed_changed": True, "drift_pct": 9.5}})
+    out = diff_sessions(Session.load(a), Session.load(b), use_history=False)["verdict"]
+    assert out["verdict"] == "INCONCLUSIVE" and out["measurement_valid"] is False
+    assert any("speed changed by +9.5 %" in w for w in out["warnings"])
+    _set_json(
+        b, "session.json", "capsule", {"sentinel": {"speed_changed": False, "drift_pct": 0.4}}
+    )
+    out = diff_sessions(Session.load(a), Session.load(b), use_history=False)["verdict"]
+    assert out["verdict"] == "REGRESSION"
+
+
+def test_gpu_telemetry_deltas_are_evidence_and_name_throttling(
+    regress_sessions: Sessions, tmp_path: Path
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+
+    def gpu(clock: float, throttled: float, jpi: float) -> dict[str, object]:
+        return {
+            "devices": [{"device": 0, "used": True, "sm_clock_mhz_mean": clock}],
+            "throttled_share": throttled,
+            "violation_share": 0.0,
+            "avg_power_w": 300.0,
+            "joules_per_inference": jpi,
+            "clock_ratio": clock / 1980.0,
+        }
+
+    _set_json(a, "metrics/inference_summary.json", "gpu", gpu(1980.0, 0.0, 2.0))
+    _set_json(b, "metrics/inference_summary.json", "gpu", gpu(1485.0, 0.6, 2.4))
+    out = diff_sessions(Session.load(a), Session.load(b), use_history=False)
+    sc = out["evidence"]["scalars"]
+    assert sc["gpu_sm_clock_mhz"]["delta_pct"] == pytest.approx(-25.0)
+    assert sc["gpu_energy_per_inference_j"]["delta_pct"] == pytest.approx(20.0)
+    causes = {c["cause"]: c["detail"] for c in out["verdict"]["candidate_causes"]}
+    assert "GPU SM clock -25.0 %" in causes["throttling"]
+    assert "time throttled 0% -> 60%" in causes["throttling"]
+    assert "+20 %" in causes["energy"]
+
+
+@pytest.mark.parametrize("devices", [5, "x", [1, None, {"used": True, "sm_clock_mhz_mean": "?"}]])
+def test_odd_gpu_devices_are_unknown_not_an_error(
+    regress_sessions: Sessions, tmp_path: Path, devices: object
+) -> None:
+    a, b = _synthetic(tmp_path, regress_sessions.base, 1.2)
+    _set_json(a, "metrics/inference_summary.json", "gpu", {"devices": devices})
+    out = diff_sessions(Session.load(a), Session.load(b), use_history=False)
+    assert out["evidence"]["scalars"]["gpu_sm_clock_mhz"]["delta"] is None

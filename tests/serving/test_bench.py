@@ -304,3 +304,48 @@ def test_sweep_summary_power_and_knee_known_by_construction() -> None:
     assert sweep["power"] == pytest.approx([t / 0.095 for t in tput])
     assert sweep["best_power"]["index"] == 1  # the first of the two equal maxima
     assert sweep["knee"]["load"] == 2.0  # 2 -> 4 added nothing
+
+
+def test_gpu_energy_per_output_token_per_load_point(server: str, tmp_path: Path) -> None:
+    """The GPU collector watches the server (here a fake NVML over a recorded dual RTX A5000
+    ``nvidia-smi -q -x``, tests/collectors/fixtures/smi/README.md): each load point's energy is
+    the counter differenced over that point's window, per output token and per request."""
+    from aaco.collectors.base import COLLECTORS
+    from aaco.collectors.gpu.nvml import NvmlCollector
+    from aaco.testing.fake_gpu import FakePynvml, nvml_records_from_xml
+
+    xml = (Path(__file__).parents[1] / "collectors/fixtures/smi/dual_a5000-v13.xml").read_text()
+    records = nvml_records_from_xml(xml)
+
+    class RecordedA5000(NvmlCollector):
+        @classmethod
+        def for_process(cls, pid: int, hz: float) -> NvmlCollector:
+            return cls(pid, hz, nvml=FakePynvml(records, pids={1: [pid]}))
+
+    with COLLECTORS.registered("gpu", RecordedA5000):
+        s = _bench(
+            server,
+            tmp_path,
+            Load(concurrency=2, requests=12),
+            sweep=("concurrency", (1.0, 2.0)),
+            stop_at_saturation=False,
+            sample_hz=50.0,
+        )
+    assert s.status == "completed"
+    summ = _summary(s)
+    assert summ["gpu"]["source"] == "nvml"
+    used = [d for d in summ["gpu"]["devices"] if d["used"]]
+    assert [d["device"] for d in used] == [1]  # the server's pid is on the second GPU only
+    # the fake's energy counter runs at the recorded instantaneous power (13.59 W)
+    watts = records[1].power_instant_w
+    assert watts == pytest.approx(13.59)
+    for p in summ["points"]:
+        g = p["gpu"]
+        assert g["avg_power_w"] == pytest.approx(watts, rel=0.05)
+        window_s = g["energy_j"] / g["avg_power_w"]
+        assert window_s == pytest.approx(p["duration_s"], rel=0.2)
+        assert g["joules_per_output_token"] == pytest.approx(
+            g["energy_j"] / p["throughput"]["output_tokens"]
+        )
+    text = (s.path / "report/report.txt").read_text()
+    assert "J" in text and "/token" in text

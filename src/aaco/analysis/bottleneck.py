@@ -27,9 +27,17 @@ import pyarrow.compute as pc
 
 from aaco.analysis.names import OpNames
 from aaco.analysis.ops import group_medians, per_iteration_medians
+from aaco.analysis.sched import not_evidence
 from aaco.analysis.telemetry import cpu_contention
 from aaco.session.paths import DERIVED_METRICS_FILE, INFERENCE_SUMMARY_FILE, ROOFLINE_FILE
-from aaco.session.schema import INFERENCE_ITERS, KERNELS, OPS, SYSTEM_EVENTS
+from aaco.session.schema import (
+    GPU_TELEMETRY,
+    INFERENCE_ITERS,
+    KERNELS,
+    OPS,
+    SCHED_THREADS,
+    SYSTEM_EVENTS,
+)
 
 __all__ = [
     "ABOVE_ROOF_AS_SATURATED",
@@ -53,6 +61,7 @@ CLASSES = (
     "memory-bound",
     "compute-bound",
     "under-occupied",
+    "cpu-contention",
     "throttling",
     "frequency-scaling",
     "warmup-instability",
@@ -168,9 +177,22 @@ RULES: tuple[Rule, ...] = (
         "most GPU time is in kernels with fewer workgroups than the device has compute units",
     ),
     Rule(
+        "cpu-contention",
+        (
+            _c("runqueue_wait_share", 0.1, 0.4, 0.7),
+            _c("cpu_contention", 0.2, 0.6, 0.3, required=False),
+        ),
+        "the worker's threads waited on a run queue for a CPU that other tasks held: the "
+        "latency measures the machine's load as much as the model",
+    ),
+    Rule(
         "throttling",
-        (_c("gpu_clock_drop", 0.1, 0.3, 1.0),),
-        "GPU clocks dropped under load (power or thermal limit)",
+        (
+            _c("gpu_throttle_share", 0.05, 0.3, 0.6),
+            _c("gpu_clock_drop", 0.1, 0.3, 0.4, required=False),
+        ),
+        "the GPU's clocks were held down by a power or thermal limit during the measured "
+        "window (the driver's clock-event reasons or violation counters say so)",
     ),
     Rule(
         "frequency-scaling",
@@ -202,7 +224,7 @@ RULES: tuple[Rule, ...] = (
 #: a class needs at least this score to be the verdict
 MIN_SCORE = 0.25
 #: classes about the validity of the measurement: they take precedence when they hold
-VALIDITY_CLASSES = ("warmup-instability", "throttling", "frequency-scaling")
+VALIDITY_CLASSES = ("cpu-contention", "warmup-instability", "throttling", "frequency-scaling")
 
 
 def _measured(iters: pa.Table | None) -> pa.Table | None:
@@ -389,7 +411,7 @@ def gather_signals(
             None if fmin and fmax else "CPU frequency not sampled",
         )
     )
-    out.append(Signal("gpu_clock_drop", None, "", t_src, "GPU clocks not sampled"))
+    out += machine_signals(summary)
 
     warm = summary.get("warmup") or {}
     first_ratio = None
@@ -845,3 +867,53 @@ def classify_ops(
             }
         )
     return out
+
+
+def machine_signals(summary: dict[str, Any]) -> list[Signal]:
+    """The GPU collectors' and the scheduler collector's signals (``summary["gpu"]``,
+    ``summary["sched"]``: docs/metrics.md), missing with the reason when they did not run."""
+    gpu = summary.get("gpu") or {}
+    g_src = GPU_TELEMETRY.path
+    no_gpu = "no GPU telemetry (no NVML/amdsmi source, or no GPU)"
+    drop = _finite(gpu.get("clock_drop"))
+    shares = [
+        v
+        for v in (_finite(gpu.get("throttled_share")), _finite(gpu.get("violation_share")))
+        if v is not None
+    ]
+    sched = summary.get("sched") or {}
+    unusable = not_evidence(sched)
+    wait = None if unusable else _finite(sched.get("wait_share"))
+    return [
+        Signal(
+            "gpu_clock_drop",
+            drop,
+            "",
+            g_src,
+            None if drop is not None else (no_gpu if not gpu else "GPU clocks not reported"),
+        ),
+        Signal(
+            "gpu_throttle_share",
+            max(shares) if shares else None,
+            "",
+            g_src,
+            None
+            if shares
+            else (no_gpu if not gpu else "no clock-event reasons or violation counters"),
+        ),
+        Signal(
+            "runqueue_wait_share",
+            wait,
+            "",
+            SCHED_THREADS.path,
+            None
+            if wait is not None
+            else unusable or "the worker's threads neither ran nor waited in the window",
+        ),
+    ]
+
+
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)

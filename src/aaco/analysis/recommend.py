@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from aaco.analysis.bottleneck import MICRO_OP_NS, Signal, profiler_scale
 from aaco.analysis.names import OpNames
 from aaco.session.paths import INFERENCE_SUMMARY_FILE
-from aaco.session.schema import INFERENCE_ITERS, OPS, ROOFLINE
+from aaco.session.schema import GPU_TELEMETRY, INFERENCE_ITERS, OPS, ROOFLINE, SCHED_THREADS
 
 __all__ = ["micro_op_chains", "recommend"]
 
@@ -311,6 +311,47 @@ def recommend(
                 "gain_ms": fixed * p50_ms,
                 "gain_kind": "upper_bound",
                 "confidence": conf_of.get("latency-bound"),
+            }
+        )
+
+    wait = _sig(signals, "runqueue_wait_share")
+    if wait is not None and wait >= 0.1:
+        items.append(
+            {
+                "target": ["the worker's CPUs"],
+                "class": "cpu-contention",
+                "action": (
+                    "other tasks held the worker's CPUs: measure on a quiet machine, or pin the "
+                    "worker to CPUs nothing else uses (aaco run --isolate --cpus LIST; "
+                    "aaco doctor lists what else to fix), then measure again before tuning"
+                ),
+                "evidence": [_ev("runqueue_wait_share", wait, SCHED_THREADS.path)],
+                # at most the waiting itself: wait / (run + wait) of the latency
+                "gain_ms": wait * p50_ms,
+                "gain_kind": "upper_bound",
+                "confidence": conf_of.get("cpu-contention"),
+            }
+        )
+    throttle = _sig(signals, "gpu_throttle_share")
+    drop = _sig(signals, "gpu_clock_drop")
+    if throttle is not None and throttle >= 0.05:
+        items.append(
+            {
+                "target": ["GPU clocks"],
+                "class": "throttling",
+                "action": (
+                    "the GPU was held below its clocks by a power or thermal limit: check "
+                    "cooling and the power cap (nvidia-smi -q -d PERFORMANCE,POWER or amd-smi "
+                    "metric --power), and for benchmarking lock clocks below the throttle point "
+                    "(nvidia-smi -lgc, amd-smi set --perf-determinism) so runs compare"
+                ),
+                "evidence": [_ev("gpu_throttle_share", throttle, GPU_TELEMETRY.path)],
+                # the throttled share of the time, run at the highest clock seen instead of
+                # the lowest, saves at most that share x the clock drop (all of it when the
+                # drop is unknown)
+                "gain_ms": throttle * (drop if drop is not None else 1.0) * p50_ms,
+                "gain_kind": "upper_bound",
+                "confidence": conf_of.get("throttling"),
             }
         )
 

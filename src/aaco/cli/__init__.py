@@ -20,7 +20,7 @@ import traceback
 import click
 
 from aaco import __version__
-from aaco.cli import diff, importing, llm, machine, models, report, run, sessions, web
+from aaco.cli import diff, importing, llm, machine, models, report, rerun, run, sessions, web
 from aaco.cli._common import CONTEXT, classify, err, fail, terminate
 from aaco.errors import attached_warnings
 
@@ -36,12 +36,14 @@ def app(debug: bool) -> None:
 
 for _command in (
     run.run,
+    rerun.rerun,
     report.report,
     report.analyze,
     report.export_app,
     importing.import_command,
     machine.calibrate,
     machine.info,
+    machine.doctor,
     sessions.ls_command,
     sessions.history,
     sessions.check,

@@ -1,9 +1,10 @@
-"""``aaco info`` and ``aaco calibrate``: this machine, and its measured peak FLOP/s and
-memory bandwidth."""
+"""``aaco info``, ``aaco calibrate`` and ``aaco doctor``: this machine, its measured peak
+FLOP/s and memory bandwidth, and its readiness for stable measurement."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -121,3 +122,51 @@ def calibrate(
                         indent=2))  # fmt: skip
     else:
         out(render_calibration(result, where, note, width=width()))
+
+
+@click.command()
+@click.option(
+    "--cpus",
+    help="The CPUs to measure on, as aaco run --cpus (default: those aaco run --isolate "
+    "would pick).",
+)
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["terminal", "json"]),
+    default="terminal",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("/"),
+    hidden=True,
+    help="Read /proc and /sys under this folder (a copy of another machine's; tests).",
+)
+def doctor(cpus: str | None, fmt: str, root: Path) -> int:
+    """Check this machine's readiness for stable measurement, with the fix for each problem.
+
+    What pyperf system show checks (governor, turbo, frequency, SMT, CPU isolation, IRQ
+    affinity, ASLR, perf sample rate, power supply) and load, virtualization, swap and
+    transparent hugepages, for the CPUs a run would be pinned to. Reads /proc and /sys
+    only: nothing is changed. Exit 0 when ready (warnings are advice), 1 when a check is an
+    error (other work holds the CPUs to measure on, or the machine runs on battery).
+    """
+    # lazy: the capsule imports the pipeline's runner options (and onnx through them)
+    from aaco.collectors.machine_state import Machine, check_machine, is_ready
+    from aaco.report.doctor import doctor_document, format_doctor
+    from aaco.runners.capsule import parse_cpus, pick_cpus
+
+    asked = parse_cpus(cpus) if cpus is not None else None
+    # another machine's tree: its CPUs, not this process's affinity, are the ones to pick from
+    allowed = Machine(root).online_cpus() if root != Path("/") else None
+    chosen, source, sample = pick_cpus(asked, root, allowed=allowed)
+    checks = check_machine(root, chosen, sample)
+    if fmt == "json":
+        out(json.dumps(doctor_document(checks, chosen, source), indent=2))
+    else:
+        out("\n".join(format_doctor(checks, chosen, source)))
+    return 0 if is_ready(checks) else 1

@@ -10,6 +10,18 @@ import click
 from aaco.cli._common import finish, format_option, framework_choice, sessions_root
 
 
+def parse_collectors(value: str | None) -> tuple[str, ...] | None:
+    """``--collectors a,b``: the names, each checked against the registry (None: default)."""
+    if value is None:
+        return None
+    from aaco.collectors.base import COLLECTORS
+
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    for name in names:
+        COLLECTORS.get(name)  # an unknown name is a UsageError listing the valid ones
+    return names
+
+
 def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     """``--shape NAME=1x3x224x224`` values as ``{name: dims}``."""
     # lazy: aaco.config imports yaml
@@ -62,7 +74,24 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 @click.option(
     "--duration", type=float, help="Measure for this many seconds instead of --iterations."
 )
-@click.option("--threads", type=int, help="Intra-op threads (0 = onnxruntime default).")
+@click.option(
+    "--threads",
+    type=int,
+    help="Intra-op threads (0 = onnxruntime default; with --isolate: one per pinned CPU).",
+)
+@click.option(
+    "--isolate",
+    is_flag=True,
+    help="Pin the worker to CPUs (--cpus, else the least busy, CPU 0 left to the system on "
+    "machines with more than 2), threads to match; record the machine's state (aaco doctor).",
+)
+@click.option("--cpus", help="CPUs to pin the worker to, e.g. 1 or 0-1,3 (implies --isolate).")
+@click.option(
+    "--sentinel/--no-sentinel",
+    default=None,
+    help="Time a calibrated CPU loop before, between and after the phases to detect a change "
+    "of CPU speed (default: on with --isolate).",
+)
 @click.option("--tag", help="Free text stored with the session.")
 @click.option(
     "--repeat",
@@ -100,6 +129,13 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
 )
 @click.option("--no-telemetry", is_flag=True, help="Do not sample telemetry.")
 @click.option(
+    "--collectors",
+    "collectors",
+    metavar="NAMES",
+    help="Telemetry collectors, comma-separated (default: system,sched,gpu; also nvml, "
+    "amdsmi). gpu picks NVML, amdsmi, amd-smi or rocm-smi, whichever is present.",
+)
+@click.option(
     "--no-calibrate",
     is_flag=True,
     help="Without a stored calibration, leave the CPU roofline without ceilings instead of "
@@ -134,6 +170,9 @@ def run(
     iterations: int | None,
     duration: float | None,
     threads: int | None,
+    isolate: bool,
+    cpus: str | None,
+    sentinel: bool | None,
     tag: str | None,
     repeat: int,
     output: Path | None,
@@ -142,6 +181,7 @@ def run(
     profile_iterations: int,
     preprocess: str | None,
     no_telemetry: bool,
+    collectors: str | None,
     no_calibrate: bool,
     sample_hz: float,
     timeout: float,
@@ -154,6 +194,7 @@ def run(
     # lazy: the pipeline imports the analyses and onnx (~0.3 s), aaco.config yaml
     from aaco.config import parse_input_arg, parse_int_range
     from aaco.pipeline import RunOptions, run_model
+    from aaco.runners.capsule import parse_cpus
 
     opts = RunOptions(
         model=model,
@@ -170,6 +211,7 @@ def run(
         profile=not no_profile,
         profile_iterations=profile_iterations,
         telemetry=not no_telemetry,
+        collectors=parse_collectors(collectors),
         sample_hz=sample_hz,
         timeout_s=timeout,
         seed=seed,
@@ -182,6 +224,9 @@ def run(
         profile_mode=profile_mode,
         preprocess=preprocess,
         auto_calibrate=False if no_calibrate else None,
+        isolate=isolate,
+        cpus=parse_cpus(cpus) if cpus is not None else None,
+        sentinel=sentinel,
     )
     for i in range(repeat):
         session = run_model(opts)

@@ -49,6 +49,12 @@ class Collector:
         stopped), recorded in ``session.json``; valid once stopped."""
         return {}
 
+    def extra_tables(self) -> dict[str, pa.Table]:
+        """Tables beyond :meth:`table` (bundle table name -> table), for a collector whose
+        one sampling pass fills several tables (``sched`` fills ``sched_threads`` and
+        ``sched_system``); valid once stopped. Most collectors have none."""
+        return {}
+
     def __init__(self) -> None:
         self._started = False
         self._stopped = False
@@ -111,7 +117,15 @@ class Collector:
 
 #: every collector ``aaco run`` can attach (``RunOptions.collectors``): name -> class
 COLLECTORS: Registry[Collector] = Registry(
-    "collector", Collector, {"system": "aaco.collectors.system:SystemSampler"}
+    "collector",
+    Collector,
+    {
+        "system": "aaco.collectors.system:SystemSampler",
+        "sched": "aaco.collectors.sched:SchedCollector",
+        "gpu": "aaco.collectors.gpu:GpuCollector",
+        "nvml": "aaco.collectors.gpu.nvml:NvmlCollector",
+        "amdsmi": "aaco.collectors.gpu.amd:AmdSmiCollector",
+    },
 )
 #: the collectors ``aaco run`` attaches when telemetry is on and none are named
-DEFAULT_COLLECTORS = ("system",)
+DEFAULT_COLLECTORS = ("system", "sched", "gpu")

@@ -41,13 +41,17 @@ def run_generate(
     decoder, too long for the model) raise before any bundle exists."""
     # the loop runs in this process: the system sampler watches it (and the machine)
     sampler = COLLECTORS.get("system").for_process(os.getpid(), sample_hz) if telemetry else None
-    if sampler is not None:
-        sampler.start()
+    # and the GPU collector its device (clocks, power, energy per token); a CPU run has none
+    gpu = COLLECTORS.get("gpu").for_process(os.getpid(), sample_hz) if telemetry else None
+    for c in (sampler, gpu):
+        if c is not None:
+            c.start()
     try:
         result = generate(options, config_dir=config_dir)
     finally:
-        if sampler is not None:
-            sampler.stop()
+        for c in (sampler, gpu):
+            if c is not None:
+                c.stop()
     writer = BundleWriter(output)
     args = list(argv if argv is not None else sys.argv)
     info = result.model_info
@@ -108,7 +112,22 @@ def run_generate(
                 "warnings": [],
             },
         }
-        write_serving(writer, meta, result.results, [point], {})
+        gpu_table = None
+        if gpu is not None:
+            gpu_table = gpu.table()
+            if gpu_table.num_rows:
+                writer.write_table(gpu.table_name, gpu_table)
+            meta.setdefault("collectors", {})["gpu"] = gpu.info()
+        measured = [r for r in result.results if r.phase == "measured" and r.end_ns is not None]
+        if measured:
+            # the measured generations' span: the window the GPU's energy is differenced over
+            span = [
+                min(r.submit_ns or r.sent_ns for r in measured),
+                max(r.end_ns or 0 for r in measured),
+            ]
+            meta["phases"]["measured"] = span
+            meta["phases"]["point0"] = span
+        write_serving(writer, meta, result.results, [point], {}, gpu_table=gpu_table)
     except BaseException:
         meta["status"] = STATUS_FAILED
         meta["error"] = {"message": "interrupted or failed while writing", "stage": "aaco"}

@@ -10,6 +10,7 @@ from typing import Any
 
 from aaco.analysis.compare import IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, REGRESSION, Comparison
 from aaco.analysis.evidence import dict_differences
+from aaco.analysis.sched import WAIT_SHARE_CONTENDED, not_evidence
 from aaco.errors import UsageError
 from aaco.session import metadata
 from aaco.session.bundle import Session
@@ -48,6 +49,8 @@ RECOMMEND = {
     "pin clocks for benchmarking.",
     "cpu contention": "Other work competed for the CPU during the session: rerun on a quiet "
     "machine or pin the benchmark to isolated cores.",
+    "energy": "The GPU spends more energy per inference: compare clocks, power and "
+    "utilisation of both runs (aaco report, GPU section) before blaming the kernels.",
     "operator": "One operator explains most of the change: profile it alone and compare its "
     "kernels and shapes between the runs.",
 }
@@ -146,6 +149,75 @@ def contention_reason(ca: float | None, cb: float | None, verdict: str) -> str |
     return (
         f"MEASUREMENT NOT VALID: {reason}; the {verdict} may be the machine's, not the "
         "code's, so the verdict is INCONCLUSIVE: rerun on a quiet machine"
+    )
+
+
+#: a side's timing is not trusted from the worker's run-queue wait share
+#: WAIT_SHARE_CONTENDED (wait / (run + wait) of its threads, aaco.analysis.sched) when other
+#: tasks used at least this much of one core on the worker's CPUs (or their use is unknown):
+#: a worker with more threads than CPUs waits for its own threads, which is its
+#: configuration, the same on both sides, not the machine's load
+OTHER_CPU_PCT_CONTENDED = 10.0
+
+
+def sched_contended(sched: dict[str, Any] | None) -> str | None:
+    """A one-line account of a side's run-queue wait when it makes the timing suspect."""
+    s = as_dict(sched)
+    if not_evidence(s):
+        return None
+    wait = finite(s.get("wait_share"))
+    if wait is None or wait < WAIT_SHARE_CONTENDED:
+        return None
+    other = finite(s.get("other_cpu_pct_mean"))
+    if other is not None and other < OTHER_CPU_PCT_CONTENDED:
+        return None
+    cpus = s.get("affinity")
+    n = len(cpus) if isinstance(cpus, list) and cpus else None
+    on = f" on its {n} CPU{'s' if n != 1 else ''}" if n else ""
+    busy = "" if other is None else f"; other tasks used {other / 100:.2f} cores{on}"
+    return f"the worker waited {wait:.0%} of its runnable time for a CPU{busy}"
+
+
+def sched_reason(sa: dict[str, Any] | None, sb: dict[str, Any] | None, verdict: str) -> str | None:
+    """INCONCLUSIVE's reason when either side's worker waited for CPUs that other tasks held
+    (:func:`sched_contended`), for a REGRESSION or IMPROVEMENT; else None."""
+    if verdict not in (REGRESSION, IMPROVEMENT):
+        return None
+    parts = []
+    for label, s in (("baseline", sa), ("session", sb)):
+        why = sched_contended(s)
+        if why is not None:
+            parts.append(f"during the {label}'s measured phase {why}")
+    if not parts:
+        return None
+    waits = [finite(as_dict(s).get("wait_share")) for s in (sa, sb)]
+    shown = " vs ".join("unknown" if w is None else f"{w:.0%}" for w in waits)
+    return (
+        f"MEASUREMENT NOT VALID: {'; '.join(parts)} (run-queue wait, baseline vs session: "
+        f"{shown}); the {verdict} may be the machine's, not the code's, so the verdict is "
+        "INCONCLUSIVE: rerun on a quiet machine or with aaco run --isolate"
+    )
+
+
+def sentinel_reason(
+    ca: dict[str, Any] | None, cb: dict[str, Any] | None, verdict: str
+) -> str | None:
+    """INCONCLUSIVE's reason when the noise sentinel of either side's capsule saw the
+    machine's speed change during the run (``capsule.sentinel.speed_changed``)."""
+    if verdict not in (REGRESSION, IMPROVEMENT):
+        return None
+    parts = []
+    for label, c in (("baseline", ca), ("session", cb)):
+        sent = as_dict(as_dict(c).get("sentinel"))
+        if sent.get("speed_changed") is True:
+            drift = finite(sent.get("drift_pct"))
+            by = f" by {drift:+.1f} %" if drift is not None else ""
+            parts.append(f"the machine's speed changed{by} during the {label}'s run")
+    if not parts:
+        return None
+    return (
+        f"MEASUREMENT NOT VALID: {'; '.join(parts)} (noise sentinel); the {verdict} may be "
+        "the machine's, not the code's, so the verdict is INCONCLUSIVE: rerun both sides"
     )
 
 

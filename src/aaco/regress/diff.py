@@ -32,6 +32,7 @@ from aaco.analysis.compare import (
 )
 from aaco.analysis.evidence import dict_differences, movers, scalar_delta
 from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
+from aaco.analysis.sched import WAIT_SHARE_CONTENDED
 from aaco.analysis.timeline import kernel_summary
 from aaco.errors import BundleError, UsageError
 from aaco.regress import serving
@@ -56,6 +57,8 @@ from aaco.regress.common import (
     fmt_diffs,
     mib,
     num,
+    sched_reason,
+    sentinel_reason,
     severity,
     verdict_p,
 )
@@ -73,7 +76,15 @@ from aaco.session.paths import (
     MODEL_META_FILE,
     VERDICT_FILE,
 )
-from aaco.session.schema import INFERENCE_ITERS, KERNELS, OPS, ORT_RUNS, SYSTEM_EVENTS
+from aaco.session.schema import (
+    GPU_TELEMETRY,
+    INFERENCE_ITERS,
+    KERNELS,
+    OPS,
+    ORT_RUNS,
+    SCHED_THREADS,
+    SYSTEM_EVENTS,
+)
 
 TOP_MOVERS = 10
 
@@ -270,6 +281,7 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
             "MiB",
             SYSTEM_EVENTS.path,
         ),
+        **machine_scalars(sa, sb),
     }
     missing = sorted(k for k, v in scalars.items() if v["delta"] is None)
     ops_a, kinds_a, types_a = _op_times(baseline)
@@ -299,6 +311,82 @@ def gather_evidence(baseline: Session, session: Session, top: int = TOP_MOVERS) 
         "model": _model_changes(baseline, session),
         "environment": environment_differences(baseline, session),
         "missing": missing,
+    }
+
+
+def _gpu_mean(summary: dict[str, Any], key: str) -> float | None:
+    """The mean of a per-device GPU figure over the devices the run used (all when which
+    were used is unknown), from ``summary["gpu"]["devices"]``."""
+    listed = as_dict(summary.get("gpu")).get("devices")
+    devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
+    used = [d for d in devices if d.get("used") is True] or [
+        d for d in devices if d.get("used") is None
+    ]
+    vals = [v for v in (finite(d.get(key)) for d in used) if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def machine_scalars(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The GPU telemetry's and the scheduler's deltas between two summaries (clocks, power,
+    energy per inference, throttling, run-queue wait): evidence for a diff; only the kinds
+    of telemetry at least one side has."""
+    ga, gb = as_dict(sa.get("gpu")), as_dict(sb.get("gpu"))
+    ka, kb = as_dict(sa.get("sched")), as_dict(sb.get("sched"))
+    gsrc, ssrc = GPU_TELEMETRY.path, SCHED_THREADS.path
+    pairs: dict[str, tuple[float | None, float | None, str, str]] = {
+        "gpu_sm_clock_mhz": (
+            _gpu_mean(sa, "sm_clock_mhz_mean"),
+            _gpu_mean(sb, "sm_clock_mhz_mean"),
+            "MHz",
+            gsrc,
+        ),
+        "gpu_clock_ratio": (finite(ga.get("clock_ratio")), finite(gb.get("clock_ratio")), "", gsrc),
+        "gpu_util_pct": (
+            _gpu_mean(sa, "util_gpu_pct_mean"),
+            _gpu_mean(sb, "util_gpu_pct_mean"),
+            "%",
+            gsrc,
+        ),
+        "gpu_power_w": (finite(ga.get("avg_power_w")), finite(gb.get("avg_power_w")), "W", gsrc),
+        "gpu_energy_per_inference_j": (
+            finite(ga.get("joules_per_inference")),
+            finite(gb.get("joules_per_inference")),
+            "J",
+            gsrc,
+        ),
+        "gpu_throttled_share": (
+            finite(ga.get("throttled_share")),
+            finite(gb.get("throttled_share")),
+            "",
+            gsrc,
+        ),
+        "gpu_violation_share": (
+            finite(ga.get("violation_share")),
+            finite(gb.get("violation_share")),
+            "",
+            gsrc,
+        ),
+        "gpu_temp_c_max": (_gpu_mean(sa, "temp_c_max"), _gpu_mean(sb, "temp_c_max"), "degC", gsrc),
+        "runqueue_wait_share": (
+            finite(ka.get("wait_share")),
+            finite(kb.get("wait_share")),
+            "",
+            ssrc,
+        ),
+        "other_cpu_pct": (
+            finite(ka.get("other_cpu_pct_mean")),
+            finite(kb.get("other_cpu_pct_mean")),
+            "%",
+            ssrc,
+        ),
+    }
+    # a kind of telemetry neither side has is not evidence that is missing (a CPU run has no
+    # GPU clocks to compare): its keys are left out rather than listed as unknown
+    have_gpu, have_sched = bool(ga or gb), bool(ka or kb)
+    return {
+        k: scalar_delta(a, b, unit, src)
+        for k, (a, b, unit, src) in pairs.items()
+        if (have_gpu if src == gsrc else have_sched)
     }
 
 
@@ -351,6 +439,7 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
     freq = sc["cpu_freq_mhz"]["delta_pct"]
     if freq is not None and freq <= -5:
         out.append({"cause": "throttling", "detail": f"CPU clock {freq:+.1f} %"})
+    out += gpu_causes(sc)
     inv = sc["involuntary_ctx_switches_per_s"]
     load = sc["load_1m_max"]
     if (
@@ -362,6 +451,19 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
         if load["delta"] is not None:
             parts.append(f"1-min load {load['baseline']:.2f} -> {load['session']:.2f}")
         out.append({"cause": "cpu contention", "detail": ", ".join(parts)})
+    wait = sc.get("runqueue_wait_share") or {}
+    if (
+        wait.get("delta") is not None
+        and wait["delta"] >= 0.05
+        and (wait.get("session") or 0.0) >= WAIT_SHARE_CONTENDED
+    ):
+        out.append(
+            {
+                "cause": "cpu contention",
+                "detail": f"run-queue wait {wait['baseline']:.0%} -> {wait['session']:.0%} of "
+                "the worker's runnable time",
+            }
+        )
     if ops.get("top_movers") and latency_delta_ms:
         top = ops["top_movers"][0]
         share = top["delta_ms"] / latency_delta_ms
@@ -376,6 +478,35 @@ def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[
                     f"per iteration, {share:.0%} of the latency change",
                 }
             )
+    return out
+
+
+def gpu_causes(sc: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """Candidate causes in the GPU telemetry's deltas: lower clocks or more time throttled
+    (throttling), more energy per inference (power)."""
+    out: list[dict[str, str]] = []
+    parts = []
+    clock = sc.get("gpu_sm_clock_mhz") or {}
+    if clock.get("delta_pct") is not None and clock["delta_pct"] <= -5:
+        parts.append(f"GPU SM clock {clock['delta_pct']:+.1f} %")
+    for key, what in (
+        ("gpu_throttled_share", "throttled"),
+        ("gpu_violation_share", "in violation"),
+    ):
+        d = sc.get(key) or {}
+        if d.get("delta") is not None and d["delta"] >= 0.1:
+            parts.append(f"time {what} {d['baseline']:.0%} -> {d['session']:.0%}")
+    if parts:
+        out.append({"cause": "throttling", "detail": ", ".join(parts)})
+    energy = sc.get("gpu_energy_per_inference_j") or {}
+    if energy.get("delta_pct") is not None and energy["delta_pct"] >= 10:
+        out.append(
+            {
+                "cause": "energy",
+                "detail": f"GPU energy per inference {energy['delta_pct']:+.0f} % "
+                f"({energy['baseline']:.3g} -> {energy['session']:.3g} J)",
+            }
+        )
     return out
 
 
@@ -413,12 +544,20 @@ def cpu_contention(session: Session) -> float | None:
 def contention_guard(baseline: Session, session: Session, verdict: str) -> str | None:
     """Why a REGRESSION or IMPROVEMENT cannot be trusted, or None.
 
-    Measurement validity comes first (as in the bottleneck classifier): when other
-    processes used a fifth or more of the machine during the slower side's measured phase,
-    and a tenth of it more than during the faster side's (or half of it on either side),
-    the change may be the machine's, so the verdict becomes INCONCLUSIVE.
+    Measurement validity comes first (as in the bottleneck classifier), in order of the
+    directness of the evidence: a side whose worker waited 10 % or more of its runnable time
+    on a run queue while other tasks held its CPUs (scheduler telemetry); a side whose noise
+    sentinel saw the machine change speed during the run (``aaco run --isolate``); and, from
+    the system sampler alone, other processes using a fifth or more of the machine during the
+    slower side's measured phase, a tenth of it more than during the faster side's (or half
+    of it on either side). The change may then be the machine's: INCONCLUSIVE.
     """
-    return contention_reason(cpu_contention(baseline), cpu_contention(session), verdict)
+    sa, sb = as_dict(baseline.summary), as_dict(session.summary)
+    return (
+        sched_reason(sa.get("sched"), sb.get("sched"), verdict)
+        or sentinel_reason(baseline.meta.get("capsule"), session.meta.get("capsule"), verdict)
+        or contention_reason(cpu_contention(baseline), cpu_contention(session), verdict)
+    )
 
 
 def _recommendation(verdict: str, suspected: str | None, contended: bool) -> str | None:

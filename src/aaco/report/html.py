@@ -37,6 +37,18 @@ from aaco.report.generation import (
     phase_table,
     split_line,
 )
+from aaco.report.machine import (
+    Row,
+    capsule_rows,
+    column_series,
+    contention,
+    gpu_rows,
+    sched_rows,
+    throttle_periods,
+    top_threads_table,
+    used_devices,
+    worker_wait_series,
+)
 from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
 from aaco.report.serving import (
     RequestSpan,
@@ -182,6 +194,13 @@ def _timeline(session: Session, it: dict[str, Any] | None) -> tuple[list[Markup]
     if it is not None:
         charts.append(Markup(_latency_chart("timeline-latency", it, "timeline")))
     ev = session.system_events()
+    machine = {name: session.table(name) for name in MACHINE_TABLES}
+    if it is not None:
+        t0, x_range, x_unit, shade = it["t0_ns"], it["x_range"], TIMELINE_X, it["shade"]
+    else:
+        # no iterations to align with (a failed or timed-out run): the samples alone
+        t0, x_range = _samples_axis([ev, *machine.values()])
+        x_unit, shade = TELEMETRY_X, []
     if ev is None or not ev.num_rows:
         run = session.meta.get("run") or {}
         notes.append(
@@ -190,13 +209,6 @@ def _timeline(session: Session, it: dict[str, Any] | None) -> tuple[list[Markup]
             else "Telemetry: no samples in this bundle"
         )
     else:
-        if it is not None:
-            t0, x_range, x_unit, shade = it["t0_ns"], it["x_range"], TIMELINE_X, it["shade"]
-        else:
-            # no iterations to align with (a failed or timed-out run): the samples alone
-            ts = ev.column("ts_ns").to_numpy().astype(np.float64)
-            t0, x_unit, shade = float(ts.min()), TELEMETRY_X, []
-            x_range = (0.0, max((float(ts.max()) - t0) / 1e9, 1e-6))
         series, n = _telemetry_series(ev, t0, x_range)
         for name, unit, xs, ys in series:
             charts.append(
@@ -227,9 +239,133 @@ def _timeline(session: Session, it: dict[str, Any] | None) -> tuple[list[Markup]
             )
         elif not series:
             notes.append(f"Telemetry: {n} samples in the {span} shown, none with two values")
-    if _gpu_backend(session.meta):
-        # AACO's sampler reads the CPU and the worker process (psutil, /proc) only
+    gpu = machine["gpu_telemetry"]
+    more, more_notes = _machine_charts(machine, t0, x_range, x_unit)
+    charts += more
+    notes += more_notes
+    if _gpu_backend(session.meta) and (gpu is None or not gpu.num_rows):
+        # no GPU collector ran (an older AACO, or no NVML / amdsmi on the machine)
         notes.append("GPU utilization, clocks and power: not sampled in this bundle")
+    return charts, notes
+
+
+#: the machine's telemetry tables drawn on the timeline
+MACHINE_TABLES = ("gpu_telemetry", "sched_threads", "sched_system")
+
+
+def _samples_axis(tables: list[pa.Table | None]) -> tuple[float, tuple[float, float]]:
+    """Time origin (ns) and x range (s) spanning every sample of ``tables``."""
+    stamps = [
+        t.column("ts_ns").to_numpy().astype(np.float64)
+        for t in tables
+        if t is not None and t.num_rows
+    ]
+    if not stamps:
+        return 0.0, (0.0, 1e-6)
+    lo = min(float(ts.min()) for ts in stamps)
+    hi = max(float(ts.max()) for ts in stamps)
+    return lo, (0.0, max((hi - lo) / 1e9, 1e-6))
+
+
+def _machine_charts(
+    tables: dict[str, pa.Table | None], t0: float, x_range: tuple[float, float], x_unit: str
+) -> tuple[list[Markup], list[str]]:
+    """The GPU tracks (per device the worker used: SM clock against its maximum, power
+    against its limit, utilisation; throttled periods shaded) and the scheduler track (the
+    worker's run-queue wait and the other tasks' CPU on its CPUs), on the timeline's axis."""
+    charts: list[Markup] = []
+    notes: list[str] = []
+
+    def inside(samples: list[tuple[int, float]]) -> tuple[list[float], list[float]]:
+        pts = [((t - t0) / 1e9, v) for t, v in samples]
+        pts = [(x, v) for x, v in pts if x_range[0] <= x <= x_range[1]]
+        return [x for x, _ in pts], [v for _, v in pts]
+
+    def add(
+        chart_id: str,
+        lines: list[tuple[str, list[tuple[int, float]]]],
+        unit: str,
+        label: str,
+        shade: list[tuple[float, float, str]],
+    ) -> bool:
+        drawn = [(name, *inside(samples)) for name, samples in lines]
+        drawn = [d for d in drawn if len(d[1]) >= 2]
+        if not drawn:
+            return False
+        chart = svg.line_chart(
+            chart_id, drawn, x_unit, unit, label, shade=shade, x_range=x_range, height=140,
+            align="timeline",
+        )  # fmt: skip
+        if chart:
+            charts.append(Markup(chart))
+        return bool(chart)
+
+    gpu = tables["gpu_telemetry"]
+    if gpu is not None and gpu.num_rows:
+        devices = used_devices(gpu)
+        if not devices:
+            notes.append("GPU telemetry: no sampled device held the worker's context")
+        throttled = False
+        for dev, t in devices.items():
+            bands = [
+                ((a - t0) / 1e9, (b - t0) / 1e9, f"GPU {dev} clocks throttled: {why}")
+                for a, b, why in throttle_periods(t)
+            ]
+            throttled = throttled or bool(bands)
+            power = column_series(t, "power_w") or column_series(t, "power_avg_w")
+            drew = [
+                add(
+                    f"timeline-gpu{dev}-sm-clock",
+                    [
+                        (f"GPU {dev} SM clock", column_series(t, "sm_clock_mhz")),
+                        (f"GPU {dev} SM clock max", column_series(t, "sm_clock_max_mhz")),
+                    ],
+                    "MHz",
+                    f"GPU {dev} SM clock",
+                    bands,
+                ),
+                add(
+                    f"timeline-gpu{dev}-power",
+                    [
+                        (f"GPU {dev} power", power),
+                        (f"GPU {dev} power limit", column_series(t, "power_limit_w")),
+                    ],
+                    "W",
+                    f"GPU {dev} power",
+                    bands,
+                ),
+                add(
+                    f"timeline-gpu{dev}-util",
+                    [
+                        (f"GPU {dev} busy", column_series(t, "util_gpu_pct")),
+                        (f"GPU {dev} memory busy", column_series(t, "util_mem_pct")),
+                    ],
+                    "%",
+                    f"GPU {dev} utilisation",
+                    bands,
+                ),
+            ]
+            if not any(drew):
+                notes.append(f"GPU {dev}: fewer than two samples with values in the time shown")
+        if throttled:
+            notes.append(
+                "GPU charts: shaded where the GPU's clocks were throttled (hover a band for "
+                "the reasons)"
+            )
+    threads, system = tables["sched_threads"], tables["sched_system"]
+    if (threads is not None and threads.num_rows) or (system is not None and system.num_rows):
+        drew_sched = add(
+            "timeline-sched",
+            [
+                ("worker run-queue wait", worker_wait_series(threads)),
+                ("other tasks on the worker's CPUs", column_series(system, "other_cpu_pct")),
+            ],
+            "% of one CPU",
+            "scheduler: worker run-queue wait and other tasks' CPU",
+            [],
+        )
+        if not drew_sched:
+            notes.append("Scheduler: fewer than two samples in the time shown")
     return charts, notes
 
 
@@ -495,7 +631,35 @@ def build_context(session: Session) -> dict[str, Any]:
         "env_rows": env_rows,
         "derived": derived,
         "device": _device(session),
+        "machine": _machine_context(r),
         "aaco_version": __version__,
+    }
+
+
+def _machine_context(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The "GPU and scheduler" section: the same rows as the terminal report, and the
+    most-waiting threads of a contended run; None when the bundle has none of it."""
+    sched = r.get("sched")
+    evidence = contention(sched) if isinstance(sched, dict) else None
+    sections = [
+        (title, rows)
+        for title, rows in (
+            ("GPU", gpu_rows(r.get("gpu"))),
+            ("Scheduler", sched_rows(sched, evidence) if isinstance(sched, dict) else []),
+            ("Measurement capsule", capsule_rows(r.get("capsule"))),
+        )
+        if rows
+    ]
+    if not sections:
+        return None
+
+    def cells(rows: list[Row]) -> list[tuple[str, str, bool, bool]]:
+        # (label, text, sub-row, warns)
+        return [(x.label.strip(), x.text, x.label.startswith(" "), x.warn) for x in rows]
+
+    return {
+        "sections": [(title, cells(rows)) for title, rows in sections],
+        "threads": top_threads_table(sched) if evidence is not None else None,
     }
 
 

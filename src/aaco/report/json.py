@@ -1,4 +1,5 @@
-"""The JSON renderer: the report model as one indented JSON object."""
+"""The JSON renderer: the report model as one indented JSON object, with the machine's
+``gpu``, ``sched`` and ``capsule`` when the bundle records them."""
 
 from __future__ import annotations
 
@@ -14,4 +15,5 @@ class JsonRenderer(Renderer):
     output_file_extension = ".json"
 
     def render(self, session: Session) -> str:
-        return json.dumps(build_report(session), indent=2, allow_nan=False) + "\n"
+        report = build_report(session)
+        return json.dumps(report, indent=2, allow_nan=False) + "\n"

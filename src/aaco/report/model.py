@@ -15,6 +15,7 @@ from aaco.analysis.names import OpName, OpNames, op_names
 from aaco.analysis.ops import op_aggregates
 from aaco.analysis.timeline import kernel_summary
 from aaco.report.generation import generation_section
+from aaco.report.machine import machine_keys
 from aaco.report.serving import SERVING_KIND, serving_section, serving_telemetry
 from aaco.session.bundle import Session
 from aaco.session.paths import (
@@ -295,6 +296,9 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         **({"serving": serving} if serving is not None else {}),
         # aaco llm run's prefill/decode split; null for aaco llm bench
         **({"generation": generation_section(session)} if serving is not None else {}),
+        # GPU telemetry, scheduler evidence and the measurement capsule, when the bundle has
+        # them (a bundle written before them keeps the keys it had)
+        **machine_keys(session),
         "warnings": warnings,
     }
 

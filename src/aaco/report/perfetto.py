@@ -39,6 +39,14 @@ import msgspec
 import pyarrow as pa
 
 from aaco.report.base import Renderer
+from aaco.report.machine import (
+    column_series,
+    counter_rate_series,
+    energy_series,
+    gpu_devices,
+    thread_wait_rates,
+    throttle_periods,
+)
 from aaco.report.model import session_op_names
 from aaco.report.serving import (
     in_flight,
@@ -490,6 +498,59 @@ def _add_host(b: _Builder, session: Session) -> None:
             b.counter(proc, name, key, samples)
 
 
+#: GPU telemetry columns drawn as counters per device: (column, counter name, unit key)
+_GPU_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("sm_clock_mhz", "SM clock", "MHz"),
+    ("sm_clock_max_mhz", "SM clock max", "MHz"),
+    ("mem_clock_mhz", "memory clock", "MHz"),
+    ("power_w", "power", "W"),
+    ("power_limit_w", "power limit", "W"),
+    ("util_gpu_pct", "GPU busy", "%"),
+    ("util_mem_pct", "memory controller busy", "%"),
+    ("temp_c", "temperature", "degC"),
+    ("temp_hotspot_c", "hotspot temperature", "degC"),
+    ("temp_mem_c", "memory temperature", "degC"),
+)
+
+
+def _add_machine(b: _Builder, session: Session) -> None:
+    """The GPU and scheduler telemetry, on the host clock like the iterations: per device
+    its clocks, power, utilisation and temperatures, the energy it used since its first
+    sample and its throttled periods (slices named by their reasons); per worker thread
+    its run-queue wait (ms waited per s), and the system's PSI cpu ``some`` and the other
+    tasks' CPU on the worker's CPUs."""
+    devices = gpu_devices(_nonempty(session, "gpu_telemetry"))
+    threads = _nonempty(session, "sched_threads")
+    system = _nonempty(session, "sched_system")
+    if not devices and threads is None and system is None:
+        return  # no host domain created for a bundle without them: process order unchanged
+    domain = b.domain(HOST, "host monotonic clock")
+    for dev, t in devices.items():
+        name = next((n for n in t.column("name").to_pylist() if n), None)
+        label = f"GPU {dev} telemetry" + (f" ({name})" if name else "")
+        proc = b.process(domain, f"gpu-telemetry:{dev}", label, 300 + dev)
+        for col, counter, key in _GPU_COUNTERS:
+            b.counter(proc, counter, key, column_series(t, col))
+        if any(v is not None for v in t.column("energy_j").to_pylist()):
+            energy = [(ts, round(j, 6)) for ts, j in energy_series(t)]
+            b.counter(proc, "energy since first sample", "J", energy)
+        track = b.track(proc, "throttle", "clock throttling", 0)
+        for start, end, why in throttle_periods(t):
+            b.add(proc, track, start, end - start, why, "throttle", {"reasons": why.split(", ")})
+    if threads is None and system is None:
+        return
+    proc = b.process(domain, "sched", f"scheduler ({b.watched} threads, system)", 200)
+    for tid, (comm, rates) in sorted(thread_wait_rates(threads).items()):
+        # ns waited per ns = ms waited per ms; x 1000: ms waited per s
+        samples = [(ts, round(r * 1000.0, 6)) for ts, r in rates]
+        b.counter(proc, f"run-queue wait {comm} [{tid}]", "ms/s", samples)
+    # PSI totals are microseconds: Δus / Δns x 1e3 is the stalled fraction, x 100 in %
+    psi = [(ts, round(v, 6)) for ts, v in counter_rate_series(system, "psi_cpu_some_us", 1e5)]
+    b.counter(proc, "PSI cpu some", "%", psi)
+    other = column_series(system, "other_cpu_pct")
+    b.counter(proc, f"other tasks on the {b.watched}'s CPUs", "%", other)
+
+
 def _add_ort_runs(b: _Builder, session: Session) -> None:
     runs = _nonempty(session, "ort_runs")
     if runs is None:
@@ -882,6 +943,7 @@ def export_perfetto(session: Session) -> bytes:
         _serving_host(b, session)
     # Domain creation order fixes the process order: host first, then ORT, then imports.
     _add_host(b, session)
+    _add_machine(b, session)
     if serving:
         _add_serving(b, session)
     _add_ort_runs(b, session)

@@ -497,6 +497,9 @@ def _throughput_table(sv: dict[str, Any]) -> PointTable:
     headers = ["load", "output\ntok/s", "total\ntok/s", "requests\n/s"]
     headers += ["goodput\nreq/s", "good\n%"] if slo else []
     headers += ["tokens\n/chunk", "output\ntokens", "span\ns"]
+    # GPU energy per load point (the GPU collector's counters over the point's window)
+    energy = any(isinstance(p.get("gpu"), dict) for p in points)
+    headers += ["GPU\nW", "GPU J\n/token"] if energy else []
     rows = []
     for name, p in zip(_names(sv), points, strict=True):
         tp = p.get("throughput") or {}
@@ -516,6 +519,9 @@ def _throughput_table(sv: dict[str, Any]) -> PointTable:
             fmt_count(tp.get("output_tokens")),
             fmt_short(p.get("duration_s")),
         ]
+        if energy:
+            g = p.get("gpu") if isinstance(p.get("gpu"), dict) else {}
+            row += [fmt_short(g.get("avg_power_w")), fmt_short(g.get("joules_per_output_token"))]
         rows.append(row)
     return PointTable("throughput", "Throughput per load point", headers, rows)
 

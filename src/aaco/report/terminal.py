@@ -22,6 +22,14 @@ from aaco.report.generation import (
     phase_table,
     split_line,
 )
+from aaco.report.machine import (
+    Row,
+    capsule_rows,
+    contention,
+    gpu_rows,
+    sched_rows,
+    top_threads_table,
+)
 from aaco.report.model import build_report, ceilings_lines
 from aaco.report.serving import (
     PointTable,
@@ -441,6 +449,39 @@ def _op_kernels(r: dict[str, Any], width: int) -> Table | Text:
     return t
 
 
+def _rows(rows: list[Row]) -> Table:
+    """Label and text side by side; a long text wraps under itself, not under the label."""
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True, min_width=10)
+    t.add_column()
+    for i, row in enumerate(rows):
+        t.add_row(
+            Text(row.label, style="bold" if i == 0 else ""),
+            Text(row.text, style="yellow" if row.warn else ""),
+        )
+    return t
+
+
+def _machine_parts(r: dict[str, Any]) -> list[RenderableType]:
+    """The GPU, the scheduler and the measurement capsule, each only when the bundle has
+    it; a quiet scheduler is one line, a contended one adds its most-waiting threads."""
+    parts: list[RenderableType] = []
+    gpu = gpu_rows(r.get("gpu"))
+    if gpu:
+        parts.append(_rows(gpu))
+    sched = r.get("sched")
+    if isinstance(sched, dict):
+        evidence = contention(sched)
+        parts.append(_rows(sched_rows(sched, evidence)))
+        threads = top_threads_table(sched) if evidence is not None else None
+        if threads is not None:
+            parts.append(_text_grid(threads))
+    capsule = capsule_rows(r.get("capsule"))
+    if capsule:
+        parts.append(_rows(capsule))
+    return parts
+
+
 def _warnings(r: dict[str, Any]) -> Text:
     txt = Text()
     for w in r["warnings"]:
@@ -621,6 +662,7 @@ def render_report(report: dict[str, Any], width: int = 110, color: bool = False)
         *_diagnosis_parts(report, width),
         _telemetry(report),
         _memory(report),
+        *_machine_parts(report),
         _warnings(report),
     ]
     return render_text(Group(*parts), width, color)
@@ -635,7 +677,8 @@ class TerminalRenderer(Renderer):
         self.color = color
 
     def render(self, session: Session) -> str:
-        return render_report(build_report(session), width=self.width, color=self.color)
+        report = build_report(session)
+        return render_report(report, width=self.width, color=self.color)
 
 
 # -- serving benchmarks (kind "serving": aaco llm bench, aaco llm run) -------------------------

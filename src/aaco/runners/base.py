@@ -81,6 +81,14 @@ class RunOptions:
     # telemetry collectors attached to the worker (names in aaco.collectors.base.COLLECTORS);
     # None: the default set (system) when telemetry is on
     collectors: tuple[str, ...] | None = None
+    # --isolate: pin the worker to CPUs (``cpus``, else chosen by aaco.runners.capsule) and
+    # set its thread counts to match; ``cpus`` given implies it
+    isolate: bool = False
+    cpus: tuple[int, ...] | None = None
+    # the noise sentinel (aaco.runners.sentinel); None: on with --isolate, else off
+    sentinel: bool | None = None
+    # ``aaco rerun``: the session_id of the run this one repeats (session.json rerun_of)
+    rerun_of: str | None = None
 
 
 @dataclass

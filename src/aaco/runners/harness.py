@@ -14,6 +14,11 @@ Started by the parent as ``python -m aaco.runners.harness BUNDLE_DIR [--capture]
      the profiler's overhead never touches the latency statistics of step 2;
   4. ``finish``, then ``runtime/worker_result.json`` (:class:`~aaco.runners.spec.WorkerResult`).
 
+With ``sentinel: true`` in the spec, the noise sentinel (:mod:`aaco.runners.sentinel`) is
+timed before the warmup, between warmup and measured phase, and after the measured phase;
+the worker also records the CPUs it and its threads may run on (``affinity``), which is how
+a run pinned by ``--isolate`` shows that it was.
+
 ``--capture`` runs only the profiled pass's iteration count on a plain ``prepare("capture")``
 step, for a tracer wrapping this process (rocprofv3), and reports in ``runtime/capture_*``.
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 import traceback
@@ -41,6 +47,7 @@ import pyarrow as pa
 
 from aaco.plugins import load_ref
 from aaco.runners.rss import own_peak_rss_bytes
+from aaco.runners.sentinel import Watch
 from aaco.runners.spec import CAPTURE_FILES, MEASURE_FILES, SPEC_FILE, WorkerFiles, WorkerResult
 from aaco.session.bundle import atomic_write_json, write_table
 from aaco.session.schema import INFERENCE_ITERS
@@ -51,6 +58,7 @@ __all__ = [
     "Progress",
     "WorkerContext",
     "Workload",
+    "cpu_affinity",
     "iters_table",
     "main",
     "one_line",
@@ -164,6 +172,8 @@ class LoopSpec:
     profile: bool
     profile_warmup: int
     profile_iterations: int
+    #: time the noise sentinel around the warmup and measured phases
+    sentinel: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> LoopSpec:
@@ -174,6 +184,7 @@ class LoopSpec:
             profile=bool(d.get("profile")),
             profile_warmup=int(d.get("profile_warmup") or 0),
             profile_iterations=int(d.get("profile_iterations") or 0),
+            sentinel=bool(d.get("sentinel")),
         )
 
     @property
@@ -248,13 +259,40 @@ def _loop_phase(result: WorkerResult, phase: str, starts: array[int], ends: arra
         result.phases[phase] = [starts[0], ends[-1]]
 
 
+def cpu_affinity() -> dict[str, Any] | None:
+    """The CPUs this process may run on, and those any of its threads may (the union over
+    ``/proc/self/task``: a runtime's thread pool included); None off Linux."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    process = sorted(os.sched_getaffinity(0))
+    threads: set[int] = set()
+    count = 0
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task") if t.isdigit()]
+    except OSError:
+        tids = []
+    for tid in tids:
+        try:
+            threads |= os.sched_getaffinity(tid)
+        except OSError:  # the thread ended
+            continue
+        count += 1
+    return {"process": process, "threads": sorted(threads), "thread_count": count}
+
+
 def _measure(workload: Workload, loop: LoopSpec, ctx: WorkerContext) -> None:
     result = ctx.result
     step = workload.prepare("measure")
+    # After the model is loaded, so that loading's page faults and allocations are over.
+    watch = Watch() if loop.sentinel else None
+    if watch is not None:
+        result.sentinel = watch.at("before")
     ctx.stage("warmup")
     w_starts, w_ends = timing_loop(step, loop.warmup)
     _loop_phase(result, "warmup", w_starts, w_ends)
     result.warmup_iterations = loop.warmup
+    if watch is not None:
+        result.sentinel = watch.at("between")
 
     ctx.stage("measure")
     # A collection in the middle of the loop would be charged to one unlucky iteration.
@@ -271,6 +309,10 @@ def _measure(workload: Workload, loop: LoopSpec, ctx: WorkerContext) -> None:
             gc.enable()
     _loop_phase(result, "measured", m_starts, m_ends)
     result.measured_iterations = len(m_starts)
+    if watch is not None:
+        result.sentinel = watch.at("after")
+    # while the measured session and its thread pool are alive
+    result.affinity = cpu_affinity()
     write_table(
         ctx.bundle_dir / INFERENCE_ITERS.path,
         iters_table(w_starts, w_ends, m_starts, m_ends, workload.preprocess_ns()),
@@ -338,6 +380,8 @@ def run_worker(bundle_dir: Path, capture: bool = False) -> WorkerResult:
         result.error = workload.describe_error(exc) if workload is not None else one_line(exc)
         _write_traceback(bundle_dir, files)
     progress.close()
+    if result.affinity is None:
+        result.affinity = cpu_affinity()
     result.peak_rss_bytes = own_peak_rss_bytes()  # last: it covers the whole run
     atomic_write_json(bundle_dir / files.result, result.to_json())
     return result

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class LaunchOutcome:
     #: each attached collector's table and its own account of its run, by collector name
     telemetry: dict[str, pa.Table] = field(default_factory=dict)
     telemetry_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the further tables some collectors write (the scheduler's system table), by table name
+    extra_telemetry: dict[str, pa.Table] = field(default_factory=dict)
     # cpu_user_s, cpu_system_s, max_rss_bytes and max_rss_source (worker_peak_rss), and
     # wait4_max_rss_bytes: ru_maxrss as wait4 gave it, which may be the parent's peak
     usage: dict[str, Any] | None = None
@@ -144,6 +147,8 @@ def launch_worker(
     args: Sequence[str] = (),
     wrapper: Sequence[str] = (),
     files: WorkerFiles = MEASURE_FILES,
+    cpus: Collection[int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> LaunchOutcome:
     """Run ``[*wrapper] python -m <module> <bundle_dir> [*args]`` and wait, with a collector
     from each of ``collectors`` (name -> a factory given the worker's pid) watching it; the
@@ -152,11 +157,21 @@ def launch_worker(
     The worker runs in its own process group so a timeout kills it with every thread and
     child it started (a ``wrapper`` such as rocprofv3 included). Its stdout and stderr go
     to ``files.log`` (``runtime/worker.log``); it reports in ``files.result``.
+
+    ``cpus`` pins the worker to those CPUs (``--isolate``) and ``env`` adds variables to its
+    environment (the thread counts that go with the pinning).
     """
     log_path = bundle_dir / files.log
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    worker_env = dict(os.environ)
+    worker_env.setdefault("PYTHONUNBUFFERED", "1")
+    worker_env.update(env or {})
+    # Pinned between fork and exec (preexec_fn), not by the worker once it runs: the mask
+    # is then in place before the interpreter starts, and every thread the worker ever
+    # starts inherits it, the BLAS pool numpy starts at import included; the worker could
+    # only pin itself after those imports. The child runs this one system call and nothing
+    # else before exec.
+    pin = functools.partial(os.sched_setaffinity, 0, frozenset(cpus)) if cpus else None
     start = time.perf_counter_ns()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -165,7 +180,8 @@ def launch_worker(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=env,
+            env=worker_env,
+            preexec_fn=pin,
         )
         # What exec passed on to the worker is this process's own high-water mark at the
         # time (VmHWM: its ru_maxrss may hold its own parent's), and Popen returns after the
@@ -193,6 +209,9 @@ def launch_worker(
     wall = time.perf_counter_ns() - start
     tables = {name: c.table() for name, c in running.items()}
     telemetry_info = {name: c.info() for name, c in running.items()}
+    extra_tables: dict[str, pa.Table] = {}
+    for c in running.values():
+        extra_tables.update(c.extra_tables())
     # the worker's own process sampler: its RSS readings bound the worker's peak below
     table = next((t for t in tables.values() if "proc_rss_bytes" in t.column_names), None)
     result = None
@@ -251,5 +270,6 @@ def launch_worker(
         stage=stage,
         telemetry=tables,
         telemetry_info=telemetry_info,
+        extra_telemetry=extra_tables,
         usage=usage,
     )

@@ -170,6 +170,8 @@ COMMON_RESULT_FIELDS = (
     "load_time_ns",
     "failures",
     "peak_rss_bytes",
+    "affinity",
+    "sentinel",
 )
 
 
@@ -195,6 +197,12 @@ class WorkerResult:
     # The worker's own peak RSS in bytes, read by the worker as it ends (VmHWM, see
     # aaco.runners.rss); None where the system does not say, or from an older worker.
     peak_rss_bytes: int | None = None
+    # The CPUs the worker and its threads were allowed to run on, read by the worker itself
+    # ({"process": [...], "threads": [...], "thread_count": n}); None off Linux or from an
+    # older worker.
+    affinity: dict[str, Any] | None = None
+    # The noise sentinel's record (aaco.runners.sentinel.report) when the spec asked for it.
+    sentinel: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:

@@ -28,6 +28,7 @@ import msgspec
 import pyarrow as pa
 
 from aaco import __version__
+from aaco.analysis.gpu import summarize_gpu
 from aaco.analysis.serving import (
     RequestResult,
     find_knee,
@@ -387,6 +388,7 @@ def _bench(
     results: list[RequestResult] = []
     points: list[dict[str, Any]] = []
     sampler: Collector | None = None
+    gpu: Collector | None = None
     try:
         save_session(writer.path, meta)
         env = capture_environment(argv, [])
@@ -396,6 +398,9 @@ def _bench(
         if opts.telemetry:
             sampler = COLLECTORS.get("system").for_process(watched, opts.sample_hz)
             sampler.start()
+            # the server's GPUs: clocks, power and the energy counters per load point
+            gpu = COLLECTORS.get("gpu").for_process(watched, opts.sample_hz)
+            gpu.start()
         scraper = None
         if opts.scrape:
             scraper = Scraper(opts.metrics_url or opts.url.rstrip("/") + "/metrics")
@@ -446,15 +451,24 @@ def _bench(
                 "pid": watched,
                 "process": "server" if watched != os.getpid() else "client",
             }
+        gpu_table = None
+        if gpu is not None:
+            gpu.stop()
+            gpu_table = gpu.table()
+            if gpu_table.num_rows:
+                writer.write_table(gpu.table_name, gpu_table)
+            meta.setdefault("collectors", {})["gpu"] = gpu.info()
         if scraper is not None:
             scraper.stop()
             if scraper.scrapes:
                 writer.write_table("server_metrics", scraper.table())
             meta["serving"]["server_metrics"] = scraper.info()
-        write_serving(writer, meta, results, points, opts.slo, warnings)
+        write_serving(writer, meta, results, points, opts.slo, warnings, gpu_table)
     except BaseException as exc:
         if sampler is not None:
             sampler.stop()
+        if gpu is not None:
+            gpu.stop()
         _salvage(writer, meta, results, points, opts.slo, exc)
         raise
     writer.publish()
@@ -505,14 +519,18 @@ def write_serving(
     points: Sequence[dict[str, Any]],
     slo: Mapping[str, float],
     warnings: Sequence[str] = (),
+    gpu_table: pa.Table | None = None,
 ) -> None:
     """Write the serving tables and summary into ``writer``'s bundle and finish ``meta``
-    (status ``failed`` when no measured request succeeded)."""
+    (status ``failed`` when no measured request succeeded). With the GPU collector's table,
+    each load point gets its energy (``gpu``: joules per output token and per request)."""
     requests, chunks = serving_tables(results)
     writer.write_table("serving_requests", requests)
     writer.write_table("serving_chunks", chunks)
     summary = summarize(requests, chunks, points, slo)
     summary["warnings"] = list(warnings) + summary["warnings"]
+    if gpu_table is not None and gpu_table.num_rows:
+        add_gpu_energy(summary, gpu_table, meta["phases"])
     writer.write_json(SERVING_SUMMARY_FILE, summary)
     measured = [r for r in results if r.phase == "measured"]
     if not measured:
@@ -532,6 +550,39 @@ def write_serving(
         meta["status"] = STATUS_COMPLETED
     meta["finished_utc"] = utc_now_iso()
     save_session(writer.path, meta)
+
+
+def add_gpu_energy(summary: dict[str, Any], gpu_table: pa.Table, phases: Mapping[str, Any]) -> None:
+    """``summary["gpu"]`` over the measured phase and each point's ``gpu``: the energy the
+    GPUs the server used drew during that point's load (their counters differenced between
+    the point's ends, docs/metrics.md), per output token and per successful request."""
+    measured = phases.get("measured")
+    whole = summarize_gpu(gpu_table, _span(measured), None)
+    summary["gpu"] = whole
+    for p in summary.get("points") or []:
+        span = _span(phases.get(f"point{p['point']}"))
+        tput = p.get("throughput") or {}
+        n_ok = (p.get("requests") or {}).get("ok")
+        g = summarize_gpu(gpu_table, span, n_ok if isinstance(n_ok, int) else None)
+        if g is None:
+            continue
+        energy = g.get("energy_j")
+        tokens = tput.get("output_tokens")
+        p["gpu"] = {
+            "energy_j": energy,
+            "avg_power_w": g.get("avg_power_w"),
+            "joules_per_request": g.get("joules_per_inference"),
+            "joules_per_output_token": (energy / tokens if energy is not None and tokens else None),
+            "clock_ratio": g.get("clock_ratio"),
+            "throttled_share": g.get("throttled_share"),
+            "unknown": g.get("unknown") or [],
+        }
+
+
+def _span(window: Any) -> tuple[int, int] | None:
+    if isinstance(window, list | tuple) and len(window) == 2:
+        return int(window[0]), int(window[1])
+    return None
 
 
 def _salvage(

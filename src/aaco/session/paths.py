@@ -15,6 +15,7 @@ __all__ = [
     "ATTRIBUTION_SUMMARY_FILE",
     "BASELINE_REF_FILE",
     "BOTTLENECK_FILE",
+    "CAPSULE_FILE",
     "CAPTURE_LOG_FILE",
     "CAPTURE_PROGRESS_FILE",
     "CAPTURE_RESULT_FILE",
@@ -65,6 +66,8 @@ SERVING_SUMMARY_FILE = "metrics/serving_summary.json"
 GENERATION_FILE = "metrics/generation.json"
 
 # -- the worker (aaco.runners.harness) and what it hands over ---------------------------------
+#: what ``aaco rerun`` rebuilds a run from (:mod:`aaco.runners.capsule`)
+CAPSULE_FILE = "runtime/capsule.json"
 SPEC_FILE = "runtime/worker_spec.json"
 RESULT_FILE = "runtime/worker_result.json"
 PROGRESS_FILE = "runtime/worker_progress.jsonl"

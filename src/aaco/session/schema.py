@@ -802,6 +802,190 @@ SERVER_METRICS = TableSpec(
     ),
 )
 
+_GPU_DOC_NULL = "; null when the source does not report it"
+
+GPU_TELEMETRY = TableSpec(
+    name="gpu_telemetry",
+    path="telemetry/gpu.parquet",
+    doc=(
+        "One row per sample per GPU, from NVML (`nvml`), the amdsmi library (`amdsmi`) or the "
+        "`amd-smi` / `rocm-smi` command (`amd-smi`, `rocm-smi`), on the same monotonic clock "
+        "as the iterations. Cumulative counters (energy, violation time, XGMI bytes) are kept "
+        "raw so that the measured window's totals are differenced between its ends."
+    ),
+    columns=(
+        _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
+        _c("device", _i32, "", "device index as the source numbers it", False),
+        _c("source", _str, "", "`nvml`, `amdsmi`, `amd-smi` or `rocm-smi`", False),
+        _c("name", _str, "", "device name (product)"),
+        _c(
+            "has_watched_process",
+            pa.bool_(),
+            "",
+            "the watched process (or a child) holds a context on this device; null when the "
+            "source cannot list processes",
+        ),
+        _c(
+            "util_gpu_pct",
+            _f64,
+            "%",
+            "GPU busy (NVML utilization.gpu, AMD gfx_activity)" + _GPU_DOC_NULL,
+        ),
+        _c(
+            "util_mem_pct",
+            _f64,
+            "%",
+            "memory controller busy (NVML utilization.memory, AMD umc_activity)" + _GPU_DOC_NULL,
+        ),
+        _c("sm_clock_mhz", _f64, "MHz", "SM / graphics (gfx, sclk) clock" + _GPU_DOC_NULL),
+        _c("sm_clock_max_mhz", _f64, "MHz", "the SM / graphics clock's maximum" + _GPU_DOC_NULL),
+        _c("mem_clock_mhz", _f64, "MHz", "memory clock (mclk)" + _GPU_DOC_NULL),
+        _c("mem_clock_max_mhz", _f64, "MHz", "the memory clock's maximum" + _GPU_DOC_NULL),
+        _c(
+            "power_w",
+            _f64,
+            "W",
+            "instantaneous power (NVML instant field, or nvmlDeviceGetPowerUsage on GPUs "
+            "where it is instantaneous: before Ampere, and GA100; AMD socket power)"
+            + _GPU_DOC_NULL,
+        ),
+        _c(
+            "power_avg_w",
+            _f64,
+            "W",
+            "power averaged by the driver (NVML average field, or nvmlDeviceGetPowerUsage on "
+            "Ampere (except GA100) and later: a 1 s average; AMD average socket power)"
+            + _GPU_DOC_NULL,
+        ),
+        _c("power_limit_w", _f64, "W", "enforced power cap" + _GPU_DOC_NULL),
+        _c(
+            "energy_j",
+            _f64,
+            "J",
+            "the device's cumulative energy counter converted to joules (NVML total energy, "
+            "AMD energy accumulator x resolution); raw, may wrap" + _GPU_DOC_NULL,
+        ),
+        _c(
+            "energy_wrap_j",
+            _f64,
+            "J",
+            "the energy the counter holds before it wraps to 0; null when it does not wrap "
+            "within a run or the width is unknown",
+        ),
+        _c("temp_c", _f64, "degC", "edge / GPU core temperature" + _GPU_DOC_NULL),
+        _c("temp_hotspot_c", _f64, "degC", "hotspot (junction) temperature" + _GPU_DOC_NULL),
+        _c("temp_mem_c", _f64, "degC", "memory (HBM) temperature" + _GPU_DOC_NULL),
+        _c("mem_used_bytes", _i64, "B", "device memory used" + _GPU_DOC_NULL),
+        _c("mem_total_bytes", _i64, "B", "device memory total" + _GPU_DOC_NULL),
+        _c("pcie_tx_bytes_per_s", _f64, "B/s", "PCIe transmit throughput" + _GPU_DOC_NULL),
+        _c("pcie_rx_bytes_per_s", _f64, "B/s", "PCIe receive throughput" + _GPU_DOC_NULL),
+        _c("xgmi_read_bytes", _i64, "B", "XGMI bytes read, cumulative (AMD)" + _GPU_DOC_NULL),
+        _c("xgmi_write_bytes", _i64, "B", "XGMI bytes written, cumulative (AMD)" + _GPU_DOC_NULL),
+        _c(
+            "throttle_reasons",
+            _i64,
+            "",
+            "the source's raw clock-event / throttle bitmask (NVML clocksEventReasons, AMD "
+            "indep_throttle_status, else the ASIC-specific throttle_status)" + _GPU_DOC_NULL,
+        ),
+        _c(
+            "throttle_names",
+            pa.list_(_str),
+            "",
+            "the active reasons of the bitmask in AACO's vocabulary (`power_cap`, `sw_thermal`, "
+            "`hw_thermal`, `hw_slowdown`, `hw_power_brake`, `sw_power`, `sync_boost`, `prochot`, "
+            "`other`); idle and application-clock settings are not throttling and are left out",
+        ),
+        _c(
+            "violation_power_ns",
+            _i64,
+            "ns",
+            "cumulative time the clocks were held down by the power limit (NVML violation "
+            "counter, AMD accumulated PPT violation)" + _GPU_DOC_NULL,
+        ),
+        _c(
+            "violation_thermal_ns",
+            _i64,
+            "ns",
+            "cumulative time the clocks were held down by a thermal limit" + _GPU_DOC_NULL,
+        ),
+        _c("gpm_sm_activity_pct", _f64, "%", "GPM SM activity (Hopper and later)" + _GPU_DOC_NULL),
+        _c(
+            "gpm_sm_occupancy_pct", _f64, "%", "GPM SM occupancy (Hopper and later)" + _GPU_DOC_NULL
+        ),
+        _c(
+            "gpm_tensor_activity_pct",
+            _f64,
+            "%",
+            "GPM tensor-core activity (any precision)" + _GPU_DOC_NULL,
+        ),
+        _c("gpm_dram_bw_util_pct", _f64, "%", "GPM DRAM bandwidth utilisation" + _GPU_DOC_NULL),
+    ),
+)
+
+SCHED_THREADS = TableSpec(
+    name="sched_threads",
+    path="telemetry/sched_threads.parquet",
+    doc=(
+        "One row per sample per thread of the watched process, from "
+        "`/proc/PID/task/TID/schedstat`, `stat` and `status` (no root needed). Counters are "
+        "cumulative since the thread started; the measured window's figures are differences."
+    ),
+    columns=(
+        _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
+        _c("pid", _i64, "", "the watched process", False),
+        _c("tid", _i64, "", "the thread", False),
+        _c("comm", _str, "", "the thread's name"),
+        _c("run_ns", _i64, "ns", "time spent running on a CPU, cumulative (schedstat field 1)"),
+        _c(
+            "wait_ns",
+            _i64,
+            "ns",
+            "time spent runnable but waiting on a run queue, cumulative (schedstat field 2)",
+        ),
+        _c("timeslices", _i64, "", "timeslices run on a CPU, cumulative (schedstat field 3)"),
+        _c("ctx_voluntary", _i64, "", "voluntary context switches, cumulative"),
+        _c("ctx_involuntary", _i64, "", "involuntary context switches (preemptions), cumulative"),
+        _c("last_cpu", _i32, "", "CPU the thread last ran on (stat field 39)"),
+    ),
+)
+
+SCHED_SYSTEM = TableSpec(
+    name="sched_system",
+    path="telemetry/sched_system.parquet",
+    doc=(
+        "One row per sample of the machine's scheduler state around the watched process: "
+        "pressure stall information (`/proc/pressure/*`, cumulative µs), run-queue length "
+        "and the busy share of the CPUs the process may run on."
+    ),
+    columns=(
+        _c("ts_ns", _i64, "ns", "monotonic time of the sample", False),
+        _c("psi_cpu_some_us", _i64, "us", "PSI cpu `some` total, cumulative; null without PSI"),
+        _c("psi_cpu_full_us", _i64, "us", "PSI cpu `full` total, cumulative; null without it"),
+        _c("psi_memory_some_us", _i64, "us", "PSI memory `some` total, cumulative"),
+        _c("psi_memory_full_us", _i64, "us", "PSI memory `full` total, cumulative"),
+        _c("psi_io_some_us", _i64, "us", "PSI io `some` total, cumulative"),
+        _c("psi_io_full_us", _i64, "us", "PSI io `full` total, cumulative"),
+        _c("procs_running", _i32, "", "runnable tasks on the machine (/proc/stat procs_running)"),
+        _c("procs_blocked", _i32, "", "tasks blocked on I/O (/proc/stat procs_blocked)"),
+        _c("affinity", pa.list_(_i32), "", "CPUs the watched process may run on"),
+        _c(
+            "affinity_busy_pct",
+            _f64,
+            "%",
+            "busy share of those CPUs since the previous sample (100 = all of them busy); "
+            "null on the first row",
+        ),
+        _c(
+            "other_cpu_pct",
+            _f64,
+            "%",
+            "CPU time other tasks used on those CPUs since the previous sample, in % of one "
+            "core (their busy time minus the watched process's CPU time); null on the first row",
+        ),
+    ),
+)
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     INFERENCE_ITERS,
     OPS,
@@ -821,6 +1005,9 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     SERVING_REQUESTS,
     SERVING_CHUNKS,
     SERVER_METRICS,
+    GPU_TELEMETRY,
+    SCHED_THREADS,
+    SCHED_SYSTEM,
 )
 TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
 

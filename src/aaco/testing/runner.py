@@ -54,7 +54,7 @@ class FakeRunner(Runner):
             spec={"iteration_ns": ns},
             warmup=opts.warmup if opts.warmup is not None else 2,
             iterations=None if opts.duration_s is not None else (opts.iterations or 20),
-            batch=1,
+            batch=opts.batch or 1,  # items per iteration as asked (the spin does not care)
         )
 
     def finish(
