@@ -11,6 +11,8 @@ its :meth:`Collector.info` into ``session.json``. Built-ins and third-party coll
 from __future__ import annotations
 
 import importlib.util
+import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -113,6 +115,28 @@ class Collector:
 
     def _table(self) -> pa.Table:
         raise NotImplementedError
+
+
+def start_sampler(target: Callable[[], None], name: str) -> threading.Thread:
+    """A sampling loop's daemon thread, started (the run never waits on it to exit)."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_sampler(
+    thread: threading.Thread | None, stop: threading.Event, timeout_s: float
+) -> str | None:
+    """Ask the loop to stop and join it for ``timeout_s``: seconds of silence mean it is
+    stuck (in the kernel, or in a vendor tool), and the run must not hang on telemetry.
+    The reason to record when it did not stop, else None."""
+    stop.set()
+    if thread is None:
+        return None
+    thread.join(timeout=timeout_s)
+    if thread.is_alive():
+        return f"error: sampler thread did not stop within {timeout_s:g} s"
+    return None
 
 
 #: every collector ``aaco run`` can attach (``RunOptions.collectors``): name -> class

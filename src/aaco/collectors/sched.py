@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import pyarrow as pa
 
-from aaco.collectors.base import Collector
+from aaco.collectors.base import Collector, start_sampler, stop_sampler
 from aaco.errors import UsageError
 from aaco.session.schema import SCHED_SYSTEM, SCHED_THREADS
 
@@ -736,18 +736,13 @@ class SchedCollector(Collector):
             return
         if self._perf is not None:
             self._perf.start()
-        self._thread = threading.Thread(
-            target=self._run, name=f"aaco-sched-sampler-{self.pid}", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_sampler(self._run, f"aaco-sched-sampler-{self.pid}")
 
     def _stop(self) -> None:
-        self._stop_event.set()
-        if self._thread is not None:
-            # a sample is a few preads per thread; seconds of silence means a stuck thread
-            self._thread.join(timeout=5.0)
-            if self._thread.is_alive() and self._stopped_reason is None:
-                self._stopped_reason = "error: sampler thread did not stop within 5 s"
+        # a sample is a few preads per thread: 5 s is far beyond any
+        stuck = stop_sampler(self._thread, self._stop_event, 5.0)
+        if stuck and self._stopped_reason is None:
+            self._stopped_reason = stuck
         if self._perf is not None:
             try:
                 self._perf_result = self._perf.stop(self._seen)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 import psutil
 import pyarrow as pa
 
-from aaco.collectors.base import Collector
+from aaco.collectors.base import Collector, start_sampler, stop_sampler
 from aaco.errors import UsageError
 from aaco.session.schema import SYSTEM_EVENTS
 
@@ -447,19 +447,13 @@ class SystemSampler(Collector):
     # -- Collector hooks ---------------------------------------------------------------
 
     def _start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name=f"aaco-system-sampler-{self.pid}", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_sampler(self._run, f"aaco-system-sampler-{self.pid}")
 
     def _stop(self) -> None:
-        self._stop_event.set()
-        if self._thread is not None:
-            # A sample is a handful of /proc reads; seconds of silence means the thread is
-            # stuck in the kernel, and the run must not hang on telemetry.
-            self._thread.join(timeout=5.0)
-            if self._thread.is_alive() and self._stopped_reason is None:
-                self._stopped_reason = "error: sampler thread did not stop within 5 s"
+        # a sample is a handful of /proc reads: 5 s is far beyond any
+        stuck = stop_sampler(self._thread, self._stop_event, 5.0)
+        if stuck and self._stopped_reason is None:
+            self._stopped_reason = stuck
 
     def _table(self) -> pa.Table:
         # The row count is that of the shortest column, in case a stuck thread was

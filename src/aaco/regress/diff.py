@@ -332,61 +332,39 @@ def machine_scalars(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, dict[st
     of telemetry at least one side has."""
     ga, gb = as_dict(sa.get("gpu")), as_dict(sb.get("gpu"))
     ka, kb = as_dict(sa.get("sched")), as_dict(sb.get("sched"))
-    gsrc, ssrc = GPU_TELEMETRY.path, SCHED_THREADS.path
-    pairs: dict[str, tuple[float | None, float | None, str, str]] = {
-        "gpu_sm_clock_mhz": (
-            _gpu_mean(sa, "sm_clock_mhz_mean"),
-            _gpu_mean(sb, "sm_clock_mhz_mean"),
-            "MHz",
-            gsrc,
-        ),
-        "gpu_clock_ratio": (finite(ga.get("clock_ratio")), finite(gb.get("clock_ratio")), "", gsrc),
-        "gpu_util_pct": (
-            _gpu_mean(sa, "util_gpu_pct_mean"),
-            _gpu_mean(sb, "util_gpu_pct_mean"),
-            "%",
-            gsrc,
-        ),
-        "gpu_power_w": (finite(ga.get("avg_power_w")), finite(gb.get("avg_power_w")), "W", gsrc),
-        "gpu_energy_per_inference_j": (
-            finite(ga.get("joules_per_inference")),
-            finite(gb.get("joules_per_inference")),
-            "J",
-            gsrc,
-        ),
-        "gpu_throttled_share": (
-            finite(ga.get("throttled_share")),
-            finite(gb.get("throttled_share")),
-            "",
-            gsrc,
-        ),
-        "gpu_violation_share": (
-            finite(ga.get("violation_share")),
-            finite(gb.get("violation_share")),
-            "",
-            gsrc,
-        ),
-        "gpu_temp_c_max": (_gpu_mean(sa, "temp_c_max"), _gpu_mean(sb, "temp_c_max"), "degC", gsrc),
-        "runqueue_wait_share": (
-            finite(ka.get("wait_share")),
-            finite(kb.get("wait_share")),
-            "",
-            ssrc,
-        ),
-        "other_cpu_pct": (
-            finite(ka.get("other_cpu_pct_mean")),
-            finite(kb.get("other_cpu_pct_mean")),
-            "%",
-            ssrc,
-        ),
-    }
+    # (evidence key, where: a per-device figure averaged over the used devices, the GPU
+    # summary's own, or the scheduler summary's, the figure's key, unit)
+    spec = (
+        ("gpu_sm_clock_mhz", "device", "sm_clock_mhz_mean", "MHz"),
+        ("gpu_clock_ratio", "gpu", "clock_ratio", ""),
+        ("gpu_util_pct", "device", "util_gpu_pct_mean", "%"),
+        ("gpu_power_w", "gpu", "avg_power_w", "W"),
+        ("gpu_energy_per_inference_j", "gpu", "joules_per_inference", "J"),
+        ("gpu_throttled_share", "gpu", "throttled_share", ""),
+        ("gpu_violation_share", "gpu", "violation_share", ""),
+        ("gpu_temp_c_max", "device", "temp_c_max", "degC"),
+        ("runqueue_wait_share", "sched", "wait_share", ""),
+        ("other_cpu_pct", "sched", "other_cpu_pct_mean", "%"),
+    )
+
+    def side(summary: dict[str, Any], gpu: dict[str, Any], sched: dict[str, Any], where: str,
+             key: str) -> float | None:  # fmt: skip
+        if where == "device":
+            return _gpu_mean(summary, key)
+        return finite((gpu if where == "gpu" else sched).get(key))
+
     # a kind of telemetry neither side has is not evidence that is missing (a CPU run has no
     # GPU clocks to compare): its keys are left out rather than listed as unknown
-    have_gpu, have_sched = bool(ga or gb), bool(ka or kb)
+    have = {"device": bool(ga or gb), "gpu": bool(ga or gb), "sched": bool(ka or kb)}
     return {
-        k: scalar_delta(a, b, unit, src)
-        for k, (a, b, unit, src) in pairs.items()
-        if (have_gpu if src == gsrc else have_sched)
+        name: scalar_delta(
+            side(sa, ga, ka, where, key),
+            side(sb, gb, kb, where, key),
+            unit,
+            SCHED_THREADS.path if where == "sched" else GPU_TELEMETRY.path,
+        )
+        for name, where, key, unit in spec
+        if have[where]
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from aaco.collectors.base import Collector
+from aaco.collectors.base import Collector, start_sampler, stop_sampler
 from aaco.errors import UsageError
 from aaco.session.schema import GPU_TELEMETRY
 
@@ -353,18 +353,13 @@ class GpuSamplerBase(Collector):
     # -- Collector hooks ---------------------------------------------------------------
 
     def _start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name=f"aaco-{self.name}-sampler", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_sampler(self._run, f"aaco-{self.name}-sampler")
 
     def _stop(self) -> None:
-        self._stop_event.set()
-        if self._thread is not None:
-            # a command-line tool may be half-way through a run of a few seconds
-            self._thread.join(timeout=15.0)
-            if self._thread.is_alive() and self._stopped_reason is None:
-                self._stopped_reason = "error: sampler thread did not stop within 15 s"
+        # a command-line tool may be half-way through a run of a few seconds
+        stuck = stop_sampler(self._thread, self._stop_event, 15.0)
+        if stuck and self._stopped_reason is None:
+            self._stopped_reason = stuck
 
     def _table(self) -> pa.Table:
         rows = list(self._rows)  # a stuck thread may still append; rows are whole
