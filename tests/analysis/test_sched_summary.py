@@ -33,6 +33,7 @@ SPEC_KEYS = {
     "affinity",
     "affinity_busy_pct_mean",
     "other_cpu_pct_mean",
+    "steal_pct_mean",
     "procs_running_max",
     "top_threads",
 }
@@ -197,6 +198,7 @@ def test_system_table_psi_affinity_and_time_weighted_means() -> None:
             "affinity": [0] if t < 4 else [0, 1],
             "affinity_busy_pct": [None, 100.0, 50.0, 50.0, 90.0][t],
             "other_cpu_pct": [None, 10.0, 40.0, 40.0, 100.0][t],
+            "steal_pct": [None, 0.0, 12.0, 12.0, 0.0][t],
         }
         for t in range(5)
     ]
@@ -215,6 +217,7 @@ def test_system_table_psi_affinity_and_time_weighted_means() -> None:
     assert s["affinity"] == [0]
     assert s["other_cpu_pct_mean"] == pytest.approx(40.0)  # only the row at 3 s is inside
     assert s["affinity_busy_pct_mean"] == pytest.approx(50.0)
+    assert s["steal_pct_mean"] == pytest.approx(12.0)
     assert s["procs_running_max"] == 3  # rows at 1 s and 3 s
     # over the run, rows weigh by the interval they cover: (10x1 + 40x2 + 100x1) / 4
     s = summarize_sched(_main_only(), _system(sys_rows), None, PID)
@@ -295,3 +298,11 @@ def test_a_hand_edited_summary_gives_a_sentence_or_none_never_an_error(
 ) -> None:
     out = contention_evidence(_summary(**odd))
     assert out is None or out.startswith("the worker waited 38 %")
+
+
+def test_steal_is_named_in_the_evidence() -> None:
+    out = contention_evidence(_summary(steal_pct_mean=12.0))
+    assert out is not None and out.endswith(
+        "the hypervisor took 12 % of its CPUs' time (steal); PSI cpu some 41 %"
+    )
+    assert "steal" not in (contention_evidence(_summary(steal_pct_mean=0.2)) or "")

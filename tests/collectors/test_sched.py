@@ -411,3 +411,30 @@ def test_perf_sched_agrees_with_schedstat(hogged: tuple[Collected, int, int]) ->
     assert 0.3 < perf["wait_share"] < 0.95
     assert abs(perf["wait_share"] - run.summary["wait_share"]) < 0.15
     assert perf["max_delay_ms"] > 0 and perf["data_bytes"] > 0
+
+
+def test_steal_is_read_apart_from_the_busy_time(tmp_path: Path) -> None:
+    """/proc/stat's eighth field (steal) is the hypervisor's, not other tasks': counted apart."""
+    from aaco.collectors.sched import _System
+
+    stat = tmp_path / "stat"
+    line = "cpu0 {u} 0 0 {idle} 0 0 0 {st} 0 0\n"
+    stat.write_text("cpu 0 0 0 0 0 0 0 0 0 0\n" + line.format(u=100, idle=800, st=100))
+    sysr = _System(str(tmp_path))
+    try:
+        a = sysr.read()
+        stat.write_text(
+            "cpu 0 0 0 0 0 0 0 0 0 0\n"
+            + line.format(u=150, idle=1000, st=150)
+            + "procs_running 2\n"
+        )
+        b = sysr.read()
+    finally:
+        sysr.close()
+    assert (a.busy[0], a.steal[0], a.total[0]) == (100, 100, 1000)
+    # over the interval: 50 busy, 200 idle, 50 stolen ticks of 300
+    assert (b.busy[0] - a.busy[0], b.steal[0] - a.steal[0], b.total[0] - a.total[0]) == (
+        50,
+        50,
+        300,
+    )

@@ -22,8 +22,10 @@ def test_identical_configuration_is_no_change(regress_sessions: Sessions) -> Non
     # a generous threshold: this asserts the path, not the power (bench/bench_regress.py).
     # The two runs are seconds apart on a shared VM whose speed drifts by up to 1.4x within
     # minutes (BENCHMARKS.md §15): 25 % failed twice in full-suite runs (deltas -21 % and
-    # -30 %, INCONCLUSIVE), so 50 % (the slow variant is +300 %)
-    proc = aaco("diff", "-b", str(s.base), "-s", str(s.same), "--threshold", "50%", "--no-history")
+    # -30 %, INCONCLUSIVE), and 50 % failed twice on 2026-11-27 (+49 % and +61 %: one-thread
+    # runs of this model land in two modes, 1.5 and 2.1-2.5 ms p50, process by process, with
+    # or without the new collectors, BENCHMARKS.md §21), so 90 % (the slow variant is +300 %)
+    proc = aaco("diff", "-b", str(s.base), "-s", str(s.same), "--threshold", "90%", "--no-history")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("NO CHANGE")
     verdict = json.loads((s.same / "regress" / "verdict.json").read_text())
@@ -488,6 +490,8 @@ def _sched(wait: float, other_pct: float | None, coverage: float = 0.9) -> dict[
         (_sched(0.30, 2.0), _sched(0.30, 3.0), 1),
         # a measured phase far shorter than the sampling period: figures of the run around it
         (_sched(0.02, 1.0), _sched(0.38, 90.0, coverage=0.1), 1),
+        # the hypervisor took the vCPU: steal on the session's side, no run-queue wait
+        (_sched(0.02, 1.0), {**_sched(0.02, 1.0), "steal_pct_mean": 12.0}, 3),
     ],
 )
 def test_run_queue_wait_makes_a_verdict_inconclusive(
@@ -506,7 +510,10 @@ def test_run_queue_wait_makes_a_verdict_inconclusive(
     assert v["measurement_valid"] is (code == 1)
     if code == 3:
         assert v["verdict"] == "INCONCLUSIVE" and v["statistical_verdict"] == "REGRESSION"
-        assert "waited 38 % of its runnable time for a CPU" in proc.stderr.replace("38%", "38 %")
+        assert (
+            "waited 38 % of its runnable time for a CPU" in proc.stderr.replace("38%", "38 %")
+            or "the hypervisor took 12% of the worker's CPUs' time (steal)" in proc.stderr
+        )
         assert "quiet machine" in v["recommendation"]
     ev = json.loads(proc.stdout)["evidence"]["scalars"]
     assert ev["runqueue_wait_share"]["baseline"] == pytest.approx(base["wait_share"])

@@ -31,6 +31,9 @@ TOP_THREADS = 5
 #: the least share of the differenced interval the measured phase must fill for the figures
 #: to be evidence about it (aaco.analysis.bottleneck, aaco.regress)
 MIN_COVERAGE = 0.5
+#: the hypervisor's share of the worker's CPUs (steal, %) from which the timing is suspect:
+#: a vCPU that loses that much of its time runs the model that much slower, in bursts
+STEAL_PCT_CONTENDED = 5.0
 
 _PSI_KEYS = tuple(f"{r}_{k}" for r in ("cpu", "memory", "io") for k in ("some", "full"))
 
@@ -235,6 +238,7 @@ def summarize_sched(
         "affinity": None,
         "affinity_busy_pct_mean": None,
         "other_cpu_pct_mean": None,
+        "steal_pct_mean": None,
         "procs_running_max": None,
         "top_threads": top,
     }
@@ -270,6 +274,11 @@ def _system_part(system: pa.Table, window: tuple[int, int] | None) -> dict[str, 
             ts, _column(sysd, "affinity_busy_pct"), s0, s1
         ),
         "other_cpu_pct_mean": _time_weighted_mean(ts, _column(sysd, "other_cpu_pct"), s0, s1),
+        "steal_pct_mean": (
+            _time_weighted_mean(ts, _column(sysd, "steal_pct"), s0, s1)
+            if "steal_pct" in sysd.column_names
+            else None
+        ),
         "procs_running_max": max(running) if running else None,
     }
 
@@ -326,6 +335,9 @@ def contention_evidence(summary: dict[str, Any] | None) -> str | None:
             parts.append(f"other tasks used {cores} of its {n} allowed CPU{'s' if n != 1 else ''}")
         else:
             parts.append(f"other tasks used {cores} of its CPUs")
+    steal = _finite(summary.get("steal_pct_mean"))
+    if steal is not None and steal >= 1.0:
+        parts.append(f"the hypervisor took {steal:.0f} % of its CPUs' time (steal)")
     psi = summary.get("psi")
     some = _finite(psi.get("cpu_some_pct")) if isinstance(psi, dict) else None
     if some is not None:

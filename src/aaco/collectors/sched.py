@@ -265,8 +265,9 @@ class _SystemRow(NamedTuple):
     psi: tuple[int | None, ...]  # (cpu some, cpu full, memory some, ..., io full), µs
     procs_running: int | None
     procs_blocked: int | None
-    busy: dict[int, int]  # CPU -> busy ticks
+    busy: dict[int, int]  # CPU -> busy ticks (steal not included)
     total: dict[int, int]  # CPU -> all ticks
+    steal: dict[int, int]  # CPU -> ticks the hypervisor ran something else
 
 
 class _System:
@@ -300,6 +301,7 @@ class _System:
         self._size = max(self._size, len(data) + 1)
         busy: dict[int, int] = {}
         total: dict[int, int] = {}
+        steal: dict[int, int] = {}
         for line in data.split(b"\n", 1)[1].split(b"\n"):  # the first line sums all CPUs
             if not line.startswith(b"cpu"):
                 break
@@ -309,14 +311,18 @@ class _System:
             u, n, s, idle, io, irq, sirq, st = (int(x) for x in v[1:9])
             cpu = int(v[0][3:])
             tot = u + n + s + idle + io + irq + sirq + st
-            busy[cpu] = tot - idle - io
+            # steal is time the vCPU had work and the host ran another guest: not other
+            # tasks of this machine, so it is counted apart (steal_pct)
+            busy[cpu] = tot - idle - io - st
             total[cpu] = tot
+            steal[cpu] = st
         return _SystemRow(
             tuple(psi),
             _stat_field(data, b"procs_running"),
             _stat_field(data, b"procs_blocked"),
             busy,
             total,
+            steal,
         )
 
     def close(self) -> None:
@@ -837,6 +843,7 @@ class SchedCollector(Collector):
 
             busy_pct: float | None = None
             other_pct: float | None = None
+            steal_pct: float | None = None
             if (
                 prev is not None
                 and prev_mono is not None
@@ -848,6 +855,8 @@ class SchedCollector(Collector):
                 d_total = sum(s.total[c] - prev.total[c] for c in cpus)
                 if d_total > 0:
                     busy_pct = min(100.0, max(0.0, 100.0 * d_busy / d_total))
+                    d_steal = sum(s.steal[c] - prev.steal[c] for c in cpus)
+                    steal_pct = min(100.0, max(0.0, 100.0 * d_steal / d_total))
                     elapsed_s = (mono - prev_mono) / 1e9
                     # Both terms move in whole clock ticks, so over one period their
                     # difference jitters by a tick either way; clamping each row at 0 would
@@ -869,6 +878,7 @@ class SchedCollector(Collector):
             sy["affinity"].append(affinity)
             sy["affinity_busy_pct"].append(busy_pct)
             sy["other_cpu_pct"].append(other_pct)
+            sy["steal_pct"].append(steal_pct)
 
             prev, prev_mono, prev_cpu_s = s, mono, cpu_s
             if final:

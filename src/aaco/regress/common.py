@@ -10,7 +10,7 @@ from typing import Any
 
 from aaco.analysis.compare import IMPROVEMENT, INCONCLUSIVE, NO_CHANGE, REGRESSION, Comparison
 from aaco.analysis.evidence import dict_differences
-from aaco.analysis.sched import WAIT_SHARE_CONTENDED, not_evidence
+from aaco.analysis.sched import STEAL_PCT_CONTENDED, WAIT_SHARE_CONTENDED, not_evidence
 from aaco.errors import UsageError
 from aaco.session import metadata
 from aaco.session.bundle import Session
@@ -165,6 +165,9 @@ def sched_contended(sched: dict[str, Any] | None) -> str | None:
     s = as_dict(sched)
     if not_evidence(s):
         return None
+    steal = finite(s.get("steal_pct_mean"))
+    if steal is not None and steal >= STEAL_PCT_CONTENDED:
+        return f"the hypervisor took {steal:.0f}% of the worker's CPUs' time (steal)"
     wait = finite(s.get("wait_share"))
     if wait is None or wait < WAIT_SHARE_CONTENDED:
         return None

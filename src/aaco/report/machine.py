@@ -311,6 +311,9 @@ def sched_rows(sched: Mapping[str, Any] | None, evidence: str | None) -> list[Ro
     cpu_some = (
         pct(psi.get("cpu_some_pct"), 2) if isinstance(psi, dict) else "unknown (no /proc/pressure)"
     )
+    # the hypervisor's share, shown where it is known and not nil (a VM's steal time)
+    steal = number(sched.get("steal_pct_mean"))
+    stolen = f"; steal {pct(steal)}" if steal is not None and steal >= 0.5 else ""
     if evidence is None:
         aff = sched.get("affinity")
         cpus = f"CPUs {cpu_list(aff)}" if isinstance(aff, list) else "its CPUs"
@@ -318,7 +321,7 @@ def sched_rows(sched: Mapping[str, Any] | None, evidence: str | None) -> list[Ro
             Row(
                 "scheduler",
                 f"{wait}, {switches}, PSI cpu some {cpu_some}; other tasks on {cpus} "
-                f"{pct(sched.get('other_cpu_pct_mean'))} of one CPU",
+                f"{pct(sched.get('other_cpu_pct_mean'))} of one CPU{stolen}",
             )
         ]
     return [

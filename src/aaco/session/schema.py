@@ -983,6 +983,13 @@ SCHED_SYSTEM = TableSpec(
             "CPU time other tasks used on those CPUs since the previous sample, in % of one "
             "core (their busy time minus the watched process's CPU time); null on the first row",
         ),
+        _c(
+            "steal_pct",
+            _f64,
+            "%",
+            "share of those CPUs' time the hypervisor ran something else while they had work "
+            "(/proc/stat steal) since the previous sample; 0 on bare metal, null on the first row",
+        ),
     ),
 )
 
