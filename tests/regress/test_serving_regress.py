@@ -434,3 +434,35 @@ def test_window_rates_by_construction(tmp_path: Path) -> None:
 def test_resolve_point_errors(sides: dict[str, Session], spec: str) -> None:
     with pytest.raises(UsageError):
         serving.resolve_point(sides["base"], spec)
+
+
+def test_gpu_energy_per_token_is_evidence_and_a_cause(tmp_path: Path) -> None:
+    """Each side's load point carries the GPU collector's energy (aaco.serving.bench
+    add_gpu_energy): the diff compares J per output token and names a rise."""
+    root = tmp_path / "sessions"
+    a = _bundle(root, ttft_ms=_ttft(26, 11))
+    b = _bundle(root, ttft_ms=_ttft(20, 12))
+    for s, jpt, throttled in ((a, 0.50, 0.0), (b, 0.65, 0.4)):
+        f = s.path / "metrics" / "serving_summary.json"
+        summary = json.loads(f.read_text())
+        summary["points"][0]["gpu"] = {
+            "energy_j": 100.0,
+            "avg_power_w": 300.0,
+            "joules_per_request": 8.0,
+            "joules_per_output_token": jpt,
+            "clock_ratio": 0.9,
+            "throttled_share": throttled,
+        }
+        f.write_text(json.dumps(summary))
+    out = diff_sessions(Session.load(a.path), Session.load(b.path), use_history=False)
+    sc = out["evidence"]["scalars"]
+    assert sc["gpu_energy_per_output_token_j"]["delta_pct"] == pytest.approx(30.0)
+    assert sc["gpu_power_w"]["delta"] == pytest.approx(0.0)
+    causes = {c["cause"]: c["detail"] for c in out["verdict"]["candidate_causes"]}
+    assert "GPU energy per output token +30 %" in causes["energy"]
+    assert "GPU time throttled 0% -> 40%" in causes["throttling"]
+    # neither side with GPU figures: none listed (not unknown, not applicable)
+    c = _bundle(root, ttft_ms=_ttft(20, 13))
+    d = _bundle(root, ttft_ms=_ttft(20, 14))
+    out = diff_sessions(c, d, use_history=False)
+    assert "gpu_energy_per_output_token_j" not in out["evidence"]["scalars"]

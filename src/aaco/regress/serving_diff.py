@@ -57,7 +57,7 @@ from aaco.regress.common import (
 from aaco.report.regress import verdict_line
 from aaco.session.bundle import Session, iter_sessions, utc_now_iso
 from aaco.session.paths import SERVING_SUMMARY_FILE
-from aaco.session.schema import SYSTEM_EVENTS
+from aaco.session.schema import GPU_TELEMETRY, SYSTEM_EVENTS
 
 __all__ = ["DEFAULT_GATES", "diff_serving", "parse_serving_gates", "serving_history"]
 
@@ -280,6 +280,28 @@ def _serving_scalars(a: Session, pa_: int, b: Session, pb: int) -> dict[str, dic
             "MiB",
             tsrc,
         ),
+        **_gpu_scalars(sa, sb),
+    }
+
+
+def _gpu_scalars(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The load point's GPU energy (the collector's counters over that point's window):
+    joules per output token and per request, power, clocks, throttling; only when a side
+    has it (a CPU server has no GPU figures to be missing)."""
+    ga, gb = as_dict(sa.get("gpu")), as_dict(sb.get("gpu"))
+    if not (ga or gb):
+        return {}
+    src = GPU_TELEMETRY.path
+    keys = (
+        ("gpu_energy_per_output_token_j", "joules_per_output_token", "J"),
+        ("gpu_energy_per_request_j", "joules_per_request", "J"),
+        ("gpu_power_w", "avg_power_w", "W"),
+        ("gpu_clock_ratio", "clock_ratio", ""),
+        ("gpu_throttled_share", "throttled_share", ""),
+    )
+    return {
+        name: scalar_delta(finite(ga.get(key)), finite(gb.get(key)), unit, src)
+        for name, key, unit in keys
     }
 
 
@@ -333,6 +355,24 @@ def _serving_causes(
     freq = sc["cpu_freq_mhz"]["delta_pct"]
     if freq is not None and freq <= -5:
         out.append({"cause": "throttling", "detail": f"CPU clock {freq:+.1f} %"})
+    throttled = sc.get("gpu_throttled_share") or {}
+    if throttled.get("delta") is not None and throttled["delta"] >= 0.1:
+        out.append(
+            {
+                "cause": "throttling",
+                "detail": f"GPU time throttled {throttled['baseline']:.0%} -> "
+                f"{throttled['session']:.0%}",
+            }
+        )
+    energy = sc.get("gpu_energy_per_output_token_j") or {}
+    if energy.get("delta_pct") is not None and energy["delta_pct"] >= 10:
+        out.append(
+            {
+                "cause": "energy",
+                "detail": f"GPU energy per output token {energy['delta_pct']:+.0f} % "
+                f"({energy['baseline']:.3g} -> {energy['session']:.3g} J)",
+            }
+        )
     inv, load = sc["involuntary_ctx_switches_per_s"], sc["load_1m_max"]
     if (
         inv["delta_pct"] is not None and inv["delta_pct"] >= 100 and (inv["session"] or 0) >= 50
