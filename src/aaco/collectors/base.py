@@ -11,6 +11,7 @@ its :meth:`Collector.info` into ``session.json``. Built-ins and third-party coll
 from __future__ import annotations
 
 import importlib.util
+import math
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -18,6 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 
+from aaco.errors import UsageError
 from aaco.plugins import Registry
 
 _C = TypeVar("_C", bound="Collector")
@@ -115,6 +117,14 @@ class Collector:
 
     def _table(self) -> pa.Table:
         raise NotImplementedError
+
+
+def sampling_period_ns(hz: float) -> int:
+    """The period of a ``hz`` sampler in ns (at least 1); a UsageError for anything but a
+    positive, finite number of Hz (a bool included)."""
+    if isinstance(hz, bool) or not (isinstance(hz, int | float) and math.isfinite(hz) and hz > 0):
+        raise UsageError(f"sampling rate must be a positive number of Hz, got {hz!r}")
+    return max(1, round(1e9 / float(hz)))
 
 
 def start_sampler(target: Callable[[], None], name: str) -> threading.Thread:

@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import shutil
@@ -35,8 +34,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import pyarrow as pa
 
-from aaco.collectors.base import Collector, start_sampler, stop_sampler
-from aaco.errors import UsageError
+from aaco.collectors.base import Collector, sampling_period_ns, start_sampler, stop_sampler
 from aaco.session.schema import SCHED_SYSTEM, SCHED_THREADS
 
 __all__ = [
@@ -658,15 +656,12 @@ class SchedCollector(Collector):
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
         super().__init__()
-        if isinstance(hz, bool) or not (
-            isinstance(hz, (int, float)) and math.isfinite(hz) and hz > 0
-        ):
-            raise UsageError(f"sampling rate must be a positive number of Hz, got {hz!r}")
+        period_ns = sampling_period_ns(hz)
         self.pid = pid
         self.hz = float(hz)
         self.proc_root = proc_root
         self._clock = clock
-        self._period_ns = max(1, round(1e9 / self.hz))
+        self._period_ns = period_ns
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self._unavailable = ""

@@ -9,7 +9,6 @@ the sampler thread and asked for one row per device on every sample; the collect
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 from collections import Counter
@@ -18,8 +17,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from aaco.collectors.base import Collector, start_sampler, stop_sampler
-from aaco.errors import UsageError
+from aaco.collectors.base import Collector, sampling_period_ns, start_sampler, stop_sampler
 from aaco.session.schema import GPU_TELEMETRY
 
 __all__ = [
@@ -266,13 +264,10 @@ class GpuSamplerBase(Collector):
 
     def __init__(self, pid: int | None = None, hz: float = 10.0) -> None:
         super().__init__()
-        if isinstance(hz, bool) or not (
-            isinstance(hz, (int, float)) and math.isfinite(hz) and hz > 0
-        ):
-            raise UsageError(f"sampling rate must be a positive number of Hz, got {hz!r}")
+        period_ns = sampling_period_ns(hz)
         self.pid = pid
         self.hz = float(hz)
-        self._period_ns = max(1, round(1e9 / self.hz))
+        self._period_ns = period_ns
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self._rows: list[dict[str, Any]] = []
