@@ -37,6 +37,8 @@ ADDED_FILES = {
     "telemetry/sched_threads.parquet",
     "telemetry/sched_system.parquet",
     "telemetry/gpu.parquet",
+    # issue #19: the critical path, where the bundle has a GPU trace
+    "metrics/critical_path.json",
 }
 ADDED_KEYS = {
     "metrics/inference_summary.json": {".gpu", ".sched"},
@@ -49,7 +51,9 @@ ADDED_KEYS = {
     },
     "runtime/worker_spec.json": {".sentinel", ".cpus"},
     "runtime/worker_result.json": {".affinity", ".sentinel"},
-    "report/report.json": {".gpu", ".sched", ".capsule"},
+    "report/report.json": {".gpu", ".sched", ".capsule", ".critical_path"},
+    # issue #19: a device-side sync's waited-on stream and event-record correlation
+    "profiler/api_calls.parquet": {"wait_stream", "wait_correlation_id"},
     # the cpu-contention class and the signals of the GPU and scheduler telemetry
     "metrics/bottleneck.json": {
         ".confidence_by_class.cpu-contention",
@@ -97,6 +101,8 @@ def _without_additions(after: dict[str, Any]) -> dict[str, Any]:
             value = [
                 p for p in value if p not in added and not any(p.startswith(a + ".") for a in added)
             ]
+        elif isinstance(value, dict):  # a table's columns
+            value = {k: v for k, v in value.items() if k not in added}
         out[name] = value
     return out
 

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from aaco.analysis.bottleneck import classify, classify_ops, gather_signals
 from aaco.analysis.ceilings import published_ceilings, session_ceilings
 from aaco.analysis.cost import cost_summary, executed_node_costs, node_costs, work_coverage
+from aaco.analysis.critical_path import critical_path_recommendations, critical_path_summary
 from aaco.analysis.names import OpNames, op_names
 from aaco.analysis.recommend import recommend
 from aaco.analysis.roofline import (
@@ -46,6 +47,7 @@ from aaco.session.calibration import BACKEND_OF_PROVIDER
 from aaco.session.devices import env_gpu, identify, trace_gpus
 from aaco.session.paths import (
     BOTTLENECK_FILE,
+    CRITICAL_PATH_FILE,
     DERIVED_METRICS_FILE,
     IMPORT_META_FILE,
     OPTIMIZED_MODEL,
@@ -131,12 +133,16 @@ class Diagnosis:
     verdict: dict[str, Any] | None = None
     names: OpNames | None = None
     recommendations: list[dict[str, Any]] | None = None
+    #: metrics/critical_path.json (None: no GPU trace, or not analysed)
+    critical_path: dict[str, Any] | None = None
+    #: user what-ifs for the critical path (``aaco analyze --what-if``)
+    what_if: tuple[Any, ...] = ()
 
 
 #: the bundle kinds (``session.json`` ``kind``; ``run`` when absent) of a model run, measured
 #: or imported: what the roofline, bottleneck and recommendations analyses need. A serving
 #: benchmark (``kind: "serving"``, aaco llm bench) has no model run to diagnose.
-MODEL_RUN_KINDS: tuple[str, ...] = ("run", "import")
+MODEL_RUN_KINDS: tuple[str, ...] = ("run", "import", "profile")
 
 
 @dataclass(frozen=True)
@@ -241,6 +247,22 @@ def _roofline(d: Diagnosis) -> None:
     d.rows, d.node_rows, d.roofline = rows, node_rows, summary_json
 
 
+def _critical_path(d: Diagnosis) -> None:
+    """The causal CPU+GPU critical path and its what-ifs, when the bundle has a GPU trace."""
+    session = d.session
+    tables = {
+        name: session.table(name) for name in ("kernels", "api_calls", "memcpy", "annotations")
+    }
+    kernels, memcpy = tables["kernels"], tables["memcpy"]
+    if not ((kernels is not None and kernels.num_rows) or (memcpy is not None and memcpy.num_rows)):
+        return
+    tables["ops"] = session.ops()
+    summary = d.stages.run("critical_path", critical_path_summary, tables, d.what_if)
+    if summary is not None:
+        atomic_write_json(d.path / CRITICAL_PATH_FILE, summary)
+        d.critical_path = summary
+
+
 def _verdict_rows(d: Diagnosis) -> pa.Table:
     assert d.rows is not None and d.node_rows is not None
     return d.node_rows if d.node_rows.num_rows else d.rows
@@ -284,6 +306,15 @@ def _recommendations(d: Diagnosis) -> None:
         graph_optimization_level=level,
         names=d.names,
     )
+    if d.critical_path is not None:
+        extra = d.stages.run(
+            "critical_path_recommendations", critical_path_recommendations, d.critical_path
+        )
+        if extra:
+            ranked = sorted(
+                (d.recommendations or []) + extra, key=lambda r: -(r.get("gain_pct") or 0)
+            )
+            d.recommendations = [{**r, "rank": i + 1} for i, r in enumerate(ranked)]
 
 
 ROOFLINE_ANALYSIS = Analysis(
@@ -309,10 +340,25 @@ RECOMMENDATIONS_ANALYSIS = Analysis(
 )
 
 
+CRITICAL_PATH_ANALYSIS = Analysis(
+    "critical_path",
+    requires=(),
+    provides=("critical_path",),
+    writes=(CRITICAL_PATH_FILE,),
+    run=_critical_path,
+    kinds=MODEL_RUN_KINDS,
+)
+
+
 def default_analyses() -> list[Analysis]:
     """The analyses ``aaco run``, ``aaco import`` and ``aaco analyze`` run, in order; a new
     list (edit it, pass it to :func:`diagnose_bundle`)."""
-    return [ROOFLINE_ANALYSIS, BOTTLENECK_ANALYSIS, RECOMMENDATIONS_ANALYSIS]
+    return [
+        ROOFLINE_ANALYSIS,
+        CRITICAL_PATH_ANALYSIS,
+        BOTTLENECK_ANALYSIS,
+        RECOMMENDATIONS_ANALYSIS,
+    ]
 
 
 def diagnose_bundle(
@@ -320,6 +366,7 @@ def diagnose_bundle(
     ceilings: Any = None,
     auto_calibrate: bool | None = None,
     analyses: Sequence[Analysis] | None = None,
+    what_if: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Run ``analyses`` (default: :func:`default_analyses`) over the bundle at ``path`` and
     write what they found; return the roofline summary, verdict and recommendations.
@@ -333,7 +380,7 @@ def diagnose_bundle(
     (``Analysis.kinds``: a serving benchmark has no model run to diagnose) is skipped
     quietly and named in the result's ``skipped``.
     """
-    d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate)
+    d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate, what_if=tuple(what_if))
     kind = d.session.meta.get("kind") or "run"
     skipped: list[str] = []
     for analysis in default_analyses() if analyses is None else analyses:
@@ -363,6 +410,7 @@ def diagnose_bundle(
         "roofline": d.roofline,
         "bottleneck": d.verdict,
         "recommendations": d.recommendations or [],
+        "critical_path": d.critical_path,
         "skipped": skipped,
     }
 

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aaco.analysis.att import classify_instructions
 from aaco.analysis.attribution import attribute_kernels, attribution_summary, kernel_groups
 from aaco.analysis.kernels import classify_table
 from aaco.analysis.timeline import derived_metrics
@@ -56,6 +57,9 @@ __all__ = [
 
 #: tables an import writes (an existing bundle's ``ops`` is extended, the rest replaced)
 TRACE_TABLES = ("kernels", "api_calls", "memcpy", "annotations", "kernel_counters")
+#: tables an import writes only when it read rows of them, so that a bundle of another
+#: import keeps the files (and ``import.json`` rows) it always had
+OPTIONAL_TRACE_TABLES = ("att_instructions",)
 
 
 @dataclass
@@ -77,6 +81,7 @@ def analyze_trace(
 ) -> AnalyzedTrace:
     """Classify kernels, attribute them to operators and compute the derived metrics."""
     tables.kernels = classify_table(tables.kernels)
+    tables.att_instructions = classify_instructions(tables.att_instructions)
     op_map = attribute_kernels(tables.kernels, tables.ops, tables.api_calls, tables.annotations)
     groups = kernel_groups(op_map, tables.ops, tables.api_calls, kernels=tables.kernels)
     metrics = derived_metrics(
@@ -123,6 +128,12 @@ def _write_analyzed(bundle: Path, analyzed: AnalyzedTrace, existing_ops: pa.Tabl
     for name in TRACE_TABLES:
         table = getattr(t, name)
         write_table(bundle / TABLES[name].path, TABLES[name].conform(table))
+    for name in OPTIONAL_TRACE_TABLES:
+        table = getattr(t, name)
+        if table.num_rows:
+            write_table(bundle / TABLES[name].path, TABLES[name].conform(table))
+        else:  # the rows of an import this one replaces
+            (bundle / TABLES[name].path).unlink(missing_ok=True)
     if t.ops.num_rows:
         ops = t.ops
         if existing_ops is not None and existing_ops.num_rows:
@@ -152,7 +163,11 @@ def _import_record(
         "importers": sorted({str(m.get("importer")) for m in sources}),
         "sources": sources,
         "skipped": t.meta.get("skipped", []),
-        "rows": {name: getattr(t, name).num_rows for name in TABLE_FIELDS},
+        "rows": {
+            name: getattr(t, name).num_rows
+            for name in TABLE_FIELDS
+            if name not in OPTIONAL_TRACE_TABLES or getattr(t, name).num_rows
+        },
         "events": t.event_count,
         "seconds": round(seconds, 4),
         # odd values the importers read leniently (null) or left out, over all files

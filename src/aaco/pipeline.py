@@ -769,10 +769,13 @@ def analyze(bundle: Path, auto_calibrate: bool | None = None) -> bool:
     return True
 
 
-def analyze_session(path: Path, auto_calibrate: bool | None = None) -> Session:
+def analyze_session(
+    path: Path, auto_calibrate: bool | None = None, what_if: Sequence[Any] = ()
+) -> Session:
     """``aaco analyze``: run the analyses again over a published bundle (after a new
-    calibration, or a newer AACO) and re-render its report copies."""
+    calibration, or a newer AACO) and re-render its report copies. ``what_if``:
+    :class:`aaco.analysis.critical_path.WhatIf` re-timings of the critical path."""
     session = Session.load(path)
-    diagnose_bundle(session.path, auto_calibrate=auto_calibrate)
+    diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
     write_reports(session.path)
     return Session.load(session.path)

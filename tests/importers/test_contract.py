@@ -62,6 +62,10 @@ SAMPLES: dict[str, tuple[str, ...]] = {
         "rocprof/v3/run/node1/4242_kernel_stats.csv",
     ),
     "rocprofv3-json": ("rocprof/json/5150_results.json",),
+    "rocprofv3-att": (
+        "att/real/ui_output_agent_14537_dispatch_1/code.json",
+        "att/constructed/run/ui_output_agent_2_dispatch_7/code.json",
+    ),
     "rocprof-v1": ("rocprof/legacy/results.csv", "rocprof/legacy/results.stats.csv"),
     "rocprof-v2": ("rocprof/legacy/results_v2.csv",),
     "kineto": (
@@ -70,6 +74,7 @@ SAMPLES: dict[str, tuple[str, ...]] = {
         "kineto/hta_event_sync_multi_stream.json.gz",
     ),
     "rocprofv3-dir": ("rocprof/v3/run",),
+    "nsys": ("nsys/nsys_2026_4.sqlite", "nsys/nsys_2024_6.sqlite"),
 }
 
 

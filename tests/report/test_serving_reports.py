@@ -478,7 +478,7 @@ def test_diagnosis_skips_a_serving_bundle(single: Path, tmp_path: Path) -> None:
     path = tmp_path / "bundle"
     shutil.copytree(single, path)
     result = diagnose_bundle(path, auto_calibrate=False)
-    assert result["skipped"] == ["roofline", "bottleneck", "recommendations"]
+    assert result["skipped"] == ["roofline", "critical_path", "bottleneck", "recommendations"]
     assert result["roofline"] is None and result["bottleneck"] is None
     assert not (path / "metrics" / "op_costs.parquet").exists()
 

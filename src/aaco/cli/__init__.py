@@ -20,7 +20,19 @@ import traceback
 import click
 
 from aaco import __version__
-from aaco.cli import diff, importing, llm, machine, models, report, rerun, run, sessions, web
+from aaco.cli import (
+    diff,
+    importing,
+    llm,
+    machine,
+    models,
+    profile,
+    report,
+    rerun,
+    run,
+    sessions,
+    web,
+)
 from aaco.cli._common import CONTEXT, classify, err, fail, terminate
 from aaco.errors import attached_warnings
 
@@ -36,6 +48,7 @@ def app(debug: bool) -> None:
 
 for _command in (
     run.run,
+    profile.profile,
     rerun.rerun,
     report.report,
     report.analyze,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -72,7 +73,23 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
     sys.stderr.write(f"wrote {output}\n")
 
 
-@click.command()
+def _what_ifs(specs: tuple[str, ...]) -> list[Any]:
+    from aaco.analysis.critical_path import parse_what_if
+
+    try:
+        return [parse_what_if(w) for w in specs]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+_WHAT_IF_HELP = (
+    "Re-time the critical path with TARGET[~REGEX]:FACTOR, e.g. kernel~gemm:0.5 (kernels "
+    "matching 'gemm' take half their time); targets: kernel, copy, gpu, cpu, runtime, launch, "
+    "sync, idle. Repeatable."
+)
+
+
+@click.group(invoke_without_command=True)
 @session_option()
 @sessions_option("Sessions root for 'latest'.")
 @format_option(help="Report printed after the analysis.")
@@ -81,21 +98,97 @@ def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -
     is_flag=True,
     help="Without a stored calibration, do not measure a quick one (also: AACO_AUTO_CALIBRATE=0).",
 )
-def analyze(session: str, sessions: Path | None, fmt: str, no_calibrate: bool) -> None:
-    """Recompute a bundle's roofline, bottleneck verdict and recommendations.
+@click.option("--what-if", "what_if", multiple=True, metavar="SPEC", help=_WHAT_IF_HELP)
+@click.pass_context
+def analyze(
+    ctx: click.Context,
+    session: str,
+    sessions: Path | None,
+    fmt: str,
+    no_calibrate: bool,
+    what_if: tuple[str, ...],
+) -> None:
+    """Recompute a bundle's roofline, critical path, bottleneck verdict and recommendations.
 
     Uses the calibration stored for this machine (aaco calibrate) or the published peaks of
     its GPU; for a CPU session of this machine without either, a quick calibration is
     measured and stored first. Run it again after `aaco import` or a new calibration.
+    `aaco analyze critical-path` prints the critical path of a bundle or a trace file.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     # lazy: the pipeline imports the analyses (~60 ms)
     from aaco.pipeline import analyze_session
 
+    specs = _what_ifs(what_if)
     path = session_path(session, sessions)
     s = Session.load(path)
     if s.status != "completed":
         raise UsageError(f"{path}: the run {s.status}; there is nothing to analyze")
-    print_report(analyze_session(s.path, auto_calibrate=False if no_calibrate else None), fmt)
+    print_report(
+        analyze_session(s.path, auto_calibrate=False if no_calibrate else None, what_if=specs),
+        fmt,
+    )
+
+
+@analyze.command("critical-path")
+@click.argument("trace", required=False, type=click.Path(path_type=Path))
+@session_option("Bundle path, or 'latest' under the sessions root (when no TRACE is given).")
+@sessions_option("Sessions root for 'latest'.")
+@click.option("--what-if", "what_if", multiple=True, metavar="SPEC", help=_WHAT_IF_HELP)
+@click.option("--process", "process_id", type=int, help="Only this process (rank) id.")
+@click.option("--segments", default=20, show_default=True, help="Longest path segments to list.")
+@click.option("--json", "as_json", is_flag=True, help="The whole analysis as JSON.")
+def critical_path(
+    trace: Path | None,
+    session: str,
+    sessions: Path | None,
+    what_if: tuple[str, ...],
+    process_id: int | None,
+    segments: int,
+    as_json: bool,
+) -> None:
+    """The critical path over CPU threads and GPU streams of a bundle, or of TRACE (a Kineto,
+    rocprofv3 or nsys file) without making a bundle: its share by category and operator,
+    kernels' slack, unexplained waits, and what speeding something up would buy."""
+    import json
+
+    from aaco.analysis.critical_path import critical_path_summary
+
+    specs = _what_ifs(what_if)
+    if trace is not None:
+        from aaco.importers.registry import import_paths
+
+        if not trace.exists():
+            raise InputError(f"{trace}: no such file or directory")
+        tt = import_paths([trace])
+        tables = {
+            "kernels": tt.kernels, "api_calls": tt.api_calls, "memcpy": tt.memcpy,
+            "ops": tt.ops, "annotations": tt.annotations,
+        }  # fmt: skip
+    else:
+        s = Session.load(session_path(session, sessions))
+        tables = {name: s.table(name) for name in ("kernels", "api_calls", "memcpy", "annotations")}
+        tables["ops"] = s.ops()
+    summary = critical_path_summary(tables, specs, max_segments=max(segments, 0) or 1)
+    if summary is None:
+        raise InputError(
+            f"{trace or session}: no GPU kernel or copy with device timestamps: there is no "
+            "critical path to compute (record with a GPU trace: aaco profile, torch.profiler "
+            "with CUDA activities, rocprofv3 --kernel-trace)"
+        )
+    if process_id is not None:
+        summary["processes"] = [
+            p for p in summary["processes"] if p.get("process_id") == process_id
+        ]
+        if not summary["processes"]:
+            raise UsageError(f"--process {process_id}: no such process with a GPU trace")
+    if as_json:
+        out(json.dumps(summary, indent=1))
+        return
+    from aaco.report.critical_path import critical_path_lines
+
+    out("\n".join(critical_path_lines(summary, segments=segments)))
 
 
 @click.group("export")

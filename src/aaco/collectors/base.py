@@ -155,6 +155,7 @@ COLLECTORS: Registry[Collector] = Registry(
     Collector,
     {
         "system": "aaco.collectors.system:SystemSampler",
+        "process_tree": "aaco.collectors.process_tree:ProcessTreeSampler",
         "sched": "aaco.collectors.sched:SchedCollector",
         "gpu": "aaco.collectors.gpu:GpuCollector",
         "nvml": "aaco.collectors.gpu.nvml:NvmlCollector",

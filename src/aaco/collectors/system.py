@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import psutil
 import pyarrow as pa
@@ -55,6 +55,15 @@ class _ProcSample(NamedTuple):
     ctx_invol: int
     minflt: int | None
     majflt: int | None
+
+
+class _ProcReader(Protocol):
+    """What the sampling loop reads the watched process through (one process, or a tree:
+    :mod:`aaco.collectors.process_tree`); ``read`` raises ``_Gone`` or ``_Denied``."""
+
+    def read(self) -> _ProcSample: ...
+
+    def close(self) -> None: ...
 
 
 def cpu_governors() -> dict[str, str] | None:
@@ -465,9 +474,7 @@ class SystemSampler(Collector):
         closers: list[Callable[[], None]] = []
         try:
             try:
-                proc: _LinuxProc | _PsutilProc = (
-                    _LinuxProc(self.pid) if _LINUX else _PsutilProc(self.pid)
-                )
+                proc = self._open_process()
             except (FileNotFoundError, ProcessLookupError):
                 reason = "process_not_found"
                 return
@@ -488,9 +495,13 @@ class SystemSampler(Collector):
             if self._stopped_reason is None:
                 self._stopped_reason = reason
 
+    def _open_process(self) -> _ProcReader:
+        """The reader of the watched process (FileNotFoundError when there is none)."""
+        return _LinuxProc(self.pid) if _LINUX else _PsutilProc(self.pid)
+
     def _loop(
         self,
-        proc: _LinuxProc | _PsutilProc,
+        proc: _ProcReader,
         host: _LinuxHost | _PsutilHost,
         freq: _Freq,
     ) -> str:

@@ -3,8 +3,8 @@
 An importer reads one trace file (or one directory a tool writes as a unit, such as a rocpd
 database) and returns a :class:`TraceTables`: Arrow tables that conform to the declared
 schemas of :mod:`aaco.session.schema` (``kernels``, ``api_calls``, ``memcpy``, ``ops``,
-``annotations``, ``kernel_counters``), each possibly empty, plus a ``meta`` dict describing
-what was read (tool, format variant, clock, devices, counts).
+``annotations``, ``kernel_counters``, ``att_instructions``), each possibly empty, plus a
+``meta`` dict describing what was read (tool, format variant, clock, devices, counts).
 
 Importers are chosen by *content*: :meth:`Importer.sniff` gets the path and the first bytes
 of the (decompressed) file and answers whether it recognises the format. The name of a file
@@ -43,6 +43,7 @@ from aaco.errors import InputError
 from aaco.session.schema import (
     ANNOTATIONS,
     API_CALLS,
+    ATT_INSTRUCTIONS,
     KERNEL_COUNTERS,
     KERNELS,
     MEMCPY,
@@ -69,6 +70,7 @@ TABLE_FIELDS: dict[str, TableSpec] = {
     "ops": OPS,
     "annotations": ANNOTATIONS,
     "kernel_counters": KERNEL_COUNTERS,
+    "att_instructions": ATT_INSTRUCTIONS,
 }
 
 
@@ -82,6 +84,7 @@ class TraceTables:
     ops: pa.Table = field(default_factory=OPS.empty)
     annotations: pa.Table = field(default_factory=ANNOTATIONS.empty)
     kernel_counters: pa.Table = field(default_factory=KERNEL_COUNTERS.empty)
+    att_instructions: pa.Table = field(default_factory=ATT_INSTRUCTIONS.empty)
     #: what was read: ``tool``, ``format``, ``files``, ``clock`` (``unit`` and ``origin``),
     #: ``devices`` (list of dicts), ``ranks`` ... JSON-serialisable
     meta: dict[str, Any] = field(default_factory=dict)

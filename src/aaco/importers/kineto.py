@@ -166,6 +166,10 @@ class _Args(msgspec.Struct, gc=False):
     shared: Any = msgspec.field(default=None, name="shared memory")
     nbytes: Any = msgspec.field(default=None, name="bytes")
     kind: Any = None
+    # cuda_sync events: the stream whose work was waited for, and the correlation id of the
+    # cudaEventRecord call that recorded the waited-on event
+    wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
+    wait_corr: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
@@ -194,11 +198,14 @@ _EXT, _CORR, _DEVICE, _STREAM, _GRID, _BLOCK = (
 _REGS, _SHARED, _NBYTES, _DIMS, _KIND = (
     attrgetter(f) for f in ("registers", "shared", "nbytes", "input_dims", "kind")
 )
+_WSTREAM, _WCORR = attrgetter("wait_stream"), attrgetter("wait_corr")
 # the key of meta["odd_values"] for each int column, as the file spells the field
 _FIELD = {"ext": "args.External id", "corr": "args.correlation", "device": "args.device",
           "stream": "args.stream", "grid": "args.grid", "block": "args.block",
           "regs": "args.registers per thread", "shared": "args.shared memory",
-          "nbytes": "args.bytes", "pid": "pid", "tid": "tid"}  # fmt: skip
+          "nbytes": "args.bytes", "pid": "pid", "tid": "tid",
+          "wstream": "args.wait_on_stream",
+          "wcorr": "args.wait_on_cuda_event_record_corr_id"}  # fmt: skip
 
 
 #: null marker inside int64 columns until they become Arrow arrays with a validity mask
@@ -657,6 +664,9 @@ class _Collector:
         tab.put(corr=self._ints("corr", map(_CORR, args)),
                 device=self._ints("device", map(_DEVICE, args)))  # fmt: skip
         tab.put(stream=self._ints("stream", map(_STREAM, args)))
+        if t == _API:
+            tab.put(wstream=self._ints("wstream", map(_WSTREAM, args)),
+                    wcorr=self._ints("wcorr", map(_WCORR, args)))  # fmt: skip
         if t != _MEMCPY:
             grid = self._dims3("grid", map(_GRID, args))
             block = self._dims3("block", map(_BLOCK, args))
@@ -783,6 +793,8 @@ class _Collector:
                 # a device-side sync (cuda_sync on a device track) waits on a device/stream
                 "device": _nullable(np.where(on_dev, a.col("device"), _NULL), pa.int32()),
                 "stream": _nullable(np.where(on_dev, a.col("stream"), _NULL), pa.int64()),
+                "wait_stream": _nullable(_no_sentinel(a.col("wstream")), pa.int64()),
+                "wait_correlation_id": _nullable(_no_sentinel(a.col("wcorr")), pa.int64()),
             }
         )
         has_activity = np.isin(api_kinds, ["launch", "memcpy", "memset"])
@@ -990,6 +1002,11 @@ def _iterations(
     if rest.any():
         out[rest] = gpu.lookup_arr(start[rest])
     return _nullable(np.where(out < 0, _NULL, out), pa.int32())
+
+
+def _no_sentinel(arr: np.ndarray) -> np.ndarray:
+    """Kineto's "none" (-1, or 2**32 - 1 for an unsigned stream id) as null."""
+    return np.where((arr == -1) | (arr == 4294967295), _NULL, arr)
 
 
 def _nullable(arr: np.ndarray, typ: pa.DataType) -> pa.Array:

@@ -26,9 +26,11 @@ __all__ = ["BUILTIN", "detect", "import_paths", "importer_classes"]
 BUILTIN: tuple[str, ...] = (
     "aaco.importers.ort_trace:OrtTraceImporter",
     "aaco.importers.rocpd:RocpdImporter",
+    "aaco.importers.nsys:NsysSqliteImporter",
     "aaco.importers.rocprofv3:Rocprofv3DirImporter",
     "aaco.importers.rocprofv3:Rocprofv3CsvImporter",
     "aaco.importers.rocprofv3_json:Rocprofv3JsonImporter",
+    "aaco.importers.rocprofv3_att:Rocprofv3AttImporter",
     "aaco.importers.rocprof_legacy:RocprofV1Importer",
     "aaco.importers.rocprof_legacy:RocprofV2Importer",
     "aaco.importers.kineto:KinetoImporter",

@@ -28,7 +28,9 @@ from aaco.analysis.names import OpNames
 from aaco.analysis.ops import op_aggregates
 from aaco.errors import BundleError
 from aaco.report import svg
+from aaco.report.att import format_att
 from aaco.report.base import Renderer
+from aaco.report.critical_path import critical_path_rows
 from aaco.report.generation import (
     generation_header,
     inflation_note,
@@ -636,6 +638,14 @@ def build_context(session: Session) -> dict[str, Any]:
     }
 
 
+def _att_rows(att: Any) -> list[Row]:
+    """The ATT instruction summary's lines as rows (same text as the terminal report)."""
+    if not isinstance(att, dict):
+        return []
+    lines = format_att(att)
+    return [Row(lines[0], "")] + [Row("  ", ln.strip()) for ln in lines[1:]]
+
+
 def _machine_context(r: dict[str, Any]) -> dict[str, Any] | None:
     """The "GPU and scheduler" section: the same rows as the terminal report, and the
     most-waiting threads of a contended run; None when the bundle has none of it."""
@@ -647,6 +657,8 @@ def _machine_context(r: dict[str, Any]) -> dict[str, Any] | None:
             ("GPU", gpu_rows(r.get("gpu"))),
             ("Scheduler", sched_rows(sched, evidence) if isinstance(sched, dict) else []),
             ("Measurement capsule", capsule_rows(r.get("capsule"))),
+            ("Critical path", critical_path_rows(r.get("critical_path"))),
+            ("ATT instructions", _att_rows(r.get("att"))),
         )
         if rows
     ]

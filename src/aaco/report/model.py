@@ -14,6 +14,8 @@ from aaco.analysis.attribution import outermost_ops
 from aaco.analysis.names import OpName, OpNames, op_names
 from aaco.analysis.ops import op_aggregates
 from aaco.analysis.timeline import kernel_summary
+from aaco.report.att import att_key
+from aaco.report.critical_path import critical_path_key
 from aaco.report.generation import generation_section
 from aaco.report.machine import machine_keys
 from aaco.report.serving import SERVING_KIND, serving_section, serving_telemetry
@@ -299,6 +301,10 @@ def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
         # GPU telemetry, scheduler evidence and the measurement capsule, when the bundle has
         # them (a bundle written before them keeps the keys it had)
         **machine_keys(session),
+        # the causal CPU+GPU critical path, when the bundle has a GPU trace
+        **critical_path_key(session),
+        # rocprofv3 --att instruction analysis, when imported
+        **att_key(session),
         "warnings": warnings,
     }
 

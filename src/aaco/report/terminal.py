@@ -13,7 +13,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from aaco.report.att import format_att
 from aaco.report.base import Renderer
+from aaco.report.critical_path import critical_path_rows
 from aaco.report.generation import (
     TextTable,
     generation_header,
@@ -113,7 +115,7 @@ def _header(r: dict[str, Any]) -> Panel:
         )
     lines.append("\nbackend  ", style="dim")
     active = b.get("providers_active") or []
-    lines.append(f"{b['name']} ({b['provider']})")
+    lines.append(f"{b['name']} ({b['provider']})" if b.get("provider") else f"{b['name']}")
     if active and active[0] != b["provider"]:
         lines.append(f"  active: {', '.join(active)}", style="yellow")
     lines.append("\nbatch    ", style="dim")
@@ -177,6 +179,11 @@ def _top_ops(r: dict[str, Any], width: int) -> Table | Text:
     if not top:
         if (r.get("requested") or {}).get("profile") == "imported":
             why = "none in this trace"
+        elif (r.get("requested") or {}).get("profile") is False and str(
+            (r.get("backend") or {}).get("name") or ""
+        ).endswith("tracer"):
+            # aaco profile: the tracer that ran recorded no framework operators
+            why = "none recorded by this tracer (aaco profile --tracer torch for PyTorch ops)"
         elif (r.get("requested") or {}).get("profile") is False:
             why = "not requested (run without --no-profile to see where the time went)"
         else:
@@ -476,6 +483,11 @@ def _machine_parts(r: dict[str, Any]) -> list[RenderableType]:
         threads = top_threads_table(sched) if evidence is not None else None
         if threads is not None:
             parts.append(_text_grid(threads))
+    cp = critical_path_rows(r.get("critical_path"))
+    if cp:
+        parts.append(_rows(cp))
+    if isinstance(r.get("att"), dict):
+        parts.append(Text("\n".join(format_att(r["att"]))))
     capsule = capsule_rows(r.get("capsule"))
     if capsule:
         parts.append(_rows(capsule))

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 __all__ = [
+    "ANALYSIS_FILE",
     "ATTRIBUTION_SUMMARY_FILE",
     "BASELINE_REF_FILE",
     "BOTTLENECK_FILE",
@@ -19,6 +20,7 @@ __all__ = [
     "CAPTURE_LOG_FILE",
     "CAPTURE_PROGRESS_FILE",
     "CAPTURE_RESULT_FILE",
+    "COMMAND_OUTPUT_DIR",
     "DERIVED_METRICS_FILE",
     "DIFF_FILE",
     "ENV_FILE",
@@ -27,6 +29,7 @@ __all__ = [
     "INFERENCE_SUMMARY_FILE",
     "LOG_FILE",
     "MODEL_META_FILE",
+    "NSYS_DIR",
     "OPTIMIZED_META_FILE",
     "OPTIMIZED_MODEL",
     "OPTIMIZED_WEIGHTS",
@@ -42,6 +45,7 @@ __all__ = [
     "SPEC_FILE",
     "TORCH_CONFIG_FILE",
     "TORCH_TRACE",
+    "TORCH_TRACES_DIR",
     "VERDICT_FILE",
 ]
 
@@ -82,6 +86,16 @@ PROFILE_DIR = "profiler/ort_profile_raw"
 TORCH_TRACE = "profiler/torch_trace.json.gz"
 #: where rocprofv3 writes its trace (aaco.tracers.rocprofv3)
 ROCPROFV3_DIR = "profiler/rocprofv3"
+#: where nsys writes its report and SQLite export (aaco.tracers.nsys)
+NSYS_DIR = "profiler/nsys"
+
+# -- aaco profile -- CMD (aaco.runners.profile) -----------------------------------------------
+#: the one-file summary of a profiled command (docs/report-json.md, "aaco profile")
+ANALYSIS_FILE = "analysis.json"
+#: the bounded tails of each run's stdout and stderr (``run<N>.stdout``, ``run<N>.stderr``)
+COMMAND_OUTPUT_DIR = "runtime/command_output"
+#: the torch tracer's Kineto traces, one per Python process that imported torch (``<pid>.json``)
+TORCH_TRACES_DIR = "profiler/torch_traces"
 
 # -- an imported or captured kernel trace (aaco.ingest) ---------------------------------------
 #: what the import read: files, importers, sources, rows, warnings
@@ -93,6 +107,8 @@ DERIVED_METRICS_FILE = "metrics/derived_metrics.json"
 ROOFLINE_FILE = "metrics/roofline.json"
 BOTTLENECK_FILE = "metrics/bottleneck.json"
 RECOMMENDATIONS_FILE = "metrics/recommendations.json"
+#: the critical path over CPU threads and GPU streams (aaco.analysis.critical_path)
+CRITICAL_PATH_FILE = "metrics/critical_path.json"
 
 # -- a comparison with a baseline (aaco.regress) -----------------------------------------------
 DIFF_FILE = "regress/diff.json"

@@ -421,6 +421,20 @@ API_CALLS = TableSpec(
             "",
             "stream a device-side sync waited on (4294967295 or -1: none); null for host calls",
         ),
+        _c(
+            "wait_stream",
+            _i64,
+            "",
+            "device-side syncs: the stream whose work was waited for (Kineto `wait_on_stream`, "
+            "nsys synchronization records); null when unknown or none",
+        ),
+        _c(
+            "wait_correlation_id",
+            _i64,
+            "",
+            "device-side event syncs: correlation id of the event-record call whose event was "
+            "waited on (Kineto `wait_on_cuda_event_record_corr_id`); null when unknown or none",
+        ),
     ),
 )
 
@@ -993,6 +1007,100 @@ SCHED_SYSTEM = TableSpec(
     ),
 )
 
+_ATT_SOURCE_DOC = (
+    "the source line the compiler assigned, as the decoder wrote it (`file:line`; several when "
+    "inlined, the innermost first); null when the code object has no line table (no `-g`)"
+)
+
+ATT_INSTRUCTIONS = TableSpec(
+    name="att_instructions",
+    path="profiler/att_instructions.parquet",
+    doc=(
+        "One row per instruction address of each kernel dispatch traced by rocprofv3's "
+        "advanced thread trace (`rocprofv3 --att`), read from the decoder's `code.json` "
+        "(folder `ui_output_agent_<agent>_dispatch_<dispatch>/`). Counts and cycles are "
+        "totals over the traced waves only: one CU (WGP) per traced shader engine and the "
+        "SIMDs `--att-simd-select` chose, in shader-clock cycles."
+    ),
+    columns=(
+        _c("source", _str, "", "importer that produced the row: `rocprofv3-att`", False),
+        _c(
+            "agent_id",
+            _i64,
+            "",
+            "the agent of the folder name `ui_output_agent_<agent>_dispatch_<dispatch>` "
+            "(rocprofiler's agent id, not a GPU index); null when the folder is not so named",
+        ),
+        _c(
+            "dispatch_id",
+            _i64,
+            "",
+            "the dispatch of that folder name (rocprofiler dispatch id, as in "
+            "`kernels.dispatch_id`); null when the folder is not so named",
+        ),
+        _c(
+            "kernel_name",
+            _str,
+            "",
+            "the kernel the instruction belongs to: demangled name of the closest kernel label "
+            "(`; <symbol>` row) at or below its address in the same code object, else the "
+            "symbol; null when code.json labels none",
+        ),
+        _c("kernel_symbol", _str, "", "that kernel's symbol (mangled) as the label gives it"),
+        _c("code_object_id", _i64, "", "rocprofiler code object load id (`Codeobj`)"),
+        _c("address", _i64, "", "the instruction's address in its code object (ELF vaddr)"),
+        _c(
+            "code_line",
+            _i32,
+            "",
+            "the row's `LineNumber` in code.json: the index the wave files "
+            "(`se*_sm*_sl*_wv*.json`) refer to",
+        ),
+        _c(
+            "instruction",
+            _str,
+            "",
+            "ISA text as disassembled, e.g. `buffer_load_dwordx4 v[2:5], v1, s[0:3], 0 offen`",
+            False,
+        ),
+        _c("mnemonic", _str, "", "opcode: the text's first word, lower case"),
+        _c(
+            "instruction_class",
+            _str,
+            "",
+            "`matrix`, `valu`, `salu`, `smem`, `vmem_load`, `vmem_store`, `vmem_atomic`, `lds`, "
+            "`branch`, `sync`, `export` or `other`, from the mnemonic (docs/metrics.md, ATT "
+            "instruction analysis)",
+        ),
+        _c("source_location", _str, "", _ATT_SOURCE_DOC),
+        _c("source_file", _str, "", "the file of the first `file:line` of source_location"),
+        _c("source_line", _i32, "", "the line of the first `file:line` of source_location"),
+        _c("hits", _i64, "", "executions summed over the traced waves (`Hit`); 0: not executed"),
+        _c(
+            "latency_cycles",
+            _i64,
+            "cycles",
+            "total latency, summed over executions: stall + issue cycles (gfx9) or stall + "
+            "execute cycles (gfx10 and later)",
+        ),
+        _c(
+            "stall_cycles",
+            _i64,
+            "cycles",
+            "cycles the instruction could not issue (unit busy, back pressure), summed; part "
+            "of latency_cycles",
+        ),
+        _c(
+            "idle_cycles",
+            _i64,
+            "cycles",
+            "gaps between the previous instruction's completion and this one's start "
+            "(dependency, arbitration loss, instruction cache miss), summed; not part of "
+            "latency_cycles; null when the file has no `Idle` column",
+        ),
+    ),
+)
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     INFERENCE_ITERS,
     OPS,
@@ -1015,6 +1123,9 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     GPU_TELEMETRY,
     SCHED_THREADS,
     SCHED_SYSTEM,
+    ATT_INSTRUCTIONS,
+    # -- ATT tables (issue 19): add here --
+    # -- profile tables (issue 19): add here --
 )
 TABLES: dict[str, TableSpec] = {t.name: t for t in ALL_TABLES}
 

@@ -11,6 +11,12 @@ after the measured loop, in a capture worker wrapped as::
 CSVs land as ``profiler/rocprofv3/<host>/<pid>_kernel_trace.csv`` (also ``_hip_api_trace``,
 ``_memory_copy_trace``): the layout rocprofv3 uses by default, which the importers expect.
 ROCm 7 defaults to the rocpd database, hence the explicit ``--output-format csv``.
+
+``aaco profile --tracer rocprofv3 [--counters A,B] -- CMD`` wraps any command the same way
+(:data:`~aaco.tracers.base.ANY_PROVIDER`: no provider check); :attr:`Rocprofv3Tracer.counters`
+adds ``--pmc A,B``, whose per-dispatch values (``<pid>_counter_collection.csv``) feed the
+kernel roofline. Counter collection serialises the kernels it samples, so their times are
+those of a slower run.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import ClassVar
 
 from aaco.errors import UsageError
 from aaco.session.paths import ROCPROFV3_DIR
-from aaco.tracers.base import Tracer
+from aaco.tracers.base import ANY_PROVIDER, Tracer
 
 __all__ = ["OUTPUT_DIR", "OUTPUT_NAME", "ROCPROF_PROVIDERS", "Rocprofv3Tracer", "find_rocprofv3"]
 
@@ -50,9 +56,15 @@ class Rocprofv3Tracer(Tracer):
 
     def __init__(self) -> None:
         self.executable: str | None = None
+        #: hardware counters to collect with the trace (``--pmc``); none by default
+        self.counters: tuple[str, ...] = ()
 
     def prepare(self, provider: str) -> None:
-        if self.providers is not None and provider not in self.providers:
+        if (
+            self.providers is not None
+            and provider != ANY_PROVIDER
+            and provider not in self.providers
+        ):
             if provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider"):
                 hint = (
                     f"{provider} writes Kernel events only in ONNX Runtime builds made with "
@@ -66,9 +78,8 @@ class Rocprofv3Tracer(Tracer):
             raise UsageError(f"--profile kernels captures GPU kernels with rocprofv3: {hint}")
         self.executable = find_rocprofv3()
         if self.executable is None:
-            raise UsageError(
-                "--profile kernels needs rocprofv3 on PATH (ROCm's rocprofiler-sdk); not found"
-            )
+            what = "--tracer rocprofv3" if provider == ANY_PROVIDER else "--profile kernels"
+            raise UsageError(f"{what} needs rocprofv3 on PATH (ROCm's rocprofiler-sdk); not found")
 
     def command(self, output_dir: Path) -> list[str]:
         """The rocprofv3 prefix; the worker's own command line follows the ``--``."""
@@ -77,6 +88,7 @@ class Rocprofv3Tracer(Tracer):
             "--kernel-trace",
             "--hip-trace",
             "--memory-copy-trace",
+            *(["--pmc", ",".join(self.counters)] if self.counters else []),
             "--output-format",
             "csv",
             "-d",
