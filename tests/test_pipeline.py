@@ -93,7 +93,9 @@ def test_default_collector_is_the_system_sampler(tmp_path: Path, fake_runner: No
 
 
 def test_unknown_collector_lists_the_valid_ones(tmp_path: Path, fake_runner: None) -> None:
-    with pytest.raises(UsageError, match=r"unknown collector 'nosuch'; valid: system, sched, gpu"):
+    with pytest.raises(
+        UsageError, match=r"unknown collector 'nosuch'; valid: system, process_tree, sched, gpu"
+    ):
         run_model(_opts(tmp_path, collectors=("nosuch",)))
     assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
@@ -134,7 +136,15 @@ def test_tracer_wraps_a_capture_pass_and_its_trace_is_imported(tmp_path: Path) -
 
 
 def test_unknown_tracer_is_refused_before_any_bundle(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"unknown tracer 'nsys'; valid: rocprofv3"):
+    with pytest.raises(UsageError, match=r"unknown tracer 'nosuch'; valid: rocprofv3, nsys, torch"):
+        run_model(
+            RunOptions(model="mlp", profile_mode="kernels", tracer="nosuch", output=tmp_path / "s")
+        )
+    assert not (tmp_path / "s").exists() or not list((tmp_path / "s").rglob("session.json"))
+
+
+def test_a_tracer_that_cannot_see_the_backend_is_refused_before_any_bundle(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"the nsys tracer records CUDA work"):
         run_model(
             RunOptions(model="mlp", profile_mode="kernels", tracer="nsys", output=tmp_path / "s")
         )

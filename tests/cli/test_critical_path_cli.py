@@ -68,3 +68,17 @@ def test_bad_what_if_and_no_gpu_trace_are_one_line_errors(tmp_path: Path) -> Non
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     proc = aaco("analyze", "critical-path", str(SYNC), "--process", "12345")
     assert_one_line_error(proc, 2)
+
+
+def test_perfetto_export_has_the_critical_path_track(tmp_path: Path) -> None:
+    proc = aaco("import", str(SYNC), "--output", str(tmp_path), "--format", "none")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "t.json"
+    proc = aaco("export", "perfetto", "-s", str(tmp_path / "latest"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    path = [e for e in events if e.get("cat") == "critical_path"]
+    cp = json.loads((tmp_path / "latest" / "metrics" / "critical_path.json").read_text())
+    total_ns = sum(round(float(e["dur"]) * 1000) for e in path)
+    assert abs(total_ns - cp["primary"]["length_ns"]) <= len(path)  # µs with 3 decimals
+    assert len({(e["pid"], e["tid"]) for e in path}) == 1  # one track: slices never overlap

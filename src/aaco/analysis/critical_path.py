@@ -133,6 +133,10 @@ _TARGETS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the largest what-if factor (a 1000x slower kernel already answers "what if it were slow")
+MAX_WHAT_IF_FACTOR = 1000.0
+
+
 @dataclass(frozen=True)
 class WhatIf:
     """Scale the time of every path element of ``target`` whose name matches ``pattern``.
@@ -169,8 +173,10 @@ def parse_what_if(text: str) -> WhatIf:
         factor = float(tail)
     except ValueError:
         raise ValueError(f"--what-if {text!r}: factor {tail!r} is not a number") from None
-    if not (factor >= 0.0) or factor == float("inf"):
-        raise ValueError(f"--what-if {text!r}: factor must be a finite number >= 0")
+    if not (0.0 <= factor <= MAX_WHAT_IF_FACTOR):
+        raise ValueError(
+            f"--what-if {text!r}: factor must be a number from 0 to {MAX_WHAT_IF_FACTOR:g}"
+        )
     target, tilde, pattern = head.partition("~")
     target = target.strip().lower()
     if target not in _TARGETS:
@@ -749,7 +755,10 @@ def _build(
             members = gidx[inv == i]
             members = members[np.argsort(gpu.end[members], kind="stable")]
             stream_key[(int(uniq[i][0]), int(uniq[i][1]))] = (members, gpu.end[members])
-    launch_start = np.where(launch_of >= 0, host.start[np.maximum(launch_of, 0)], _NULL)
+    if len(host.start):
+        launch_start = np.where(launch_of >= 0, host.start[np.maximum(launch_of, 0)], _NULL)
+    else:  # a kernel trace without host events: nothing launched anything we can see
+        launch_start = np.full(len(gpu.start), _NULL, dtype=np.int64)
     # per stream, by launch time (for event record -> wait)
     stream_launch: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for skey, (members, _) in stream_key.items():
@@ -770,9 +779,12 @@ def _build(
         return None
 
     # device-side sync records by correlation id
+    # correlation ids repeat across the processes of a merged trace: only the records on
+    # this process's devices
+    my_devices = set(gpu.device[gidx].tolist())
     dev_by_corr: dict[int, int] = {}
-    for i, c in enumerate(dev.corr.tolist()):
-        if c != _NULL:
+    for i, (c, dv) in enumerate(zip(dev.corr.tolist(), dev.device.tolist(), strict=True)):
+        if c != _NULL and (dv in my_devices or dv == _NULL):
             dev_by_corr.setdefault(c, i)
     corr_to_host: dict[int, int] = {}
     for i, c in zip(hc_idx.tolist(), hc_vals.tolist(), strict=True):
@@ -1138,15 +1150,25 @@ def _assign_gpu_pids(host: _Host, gpu: _Gpu) -> None:
     has = host.corr != _NULL
     if not has.any() or not len(gpu.corr):
         return
-    hc = host.corr[has]
-    hp = host.pid[has]
-    o = np.argsort(hc, kind="stable")
-    hc, hp = hc[o], hp[o]
-    pos = np.minimum(np.searchsorted(hc, gpu.corr), len(hc) - 1)
-    hit = (hc[pos] == gpu.corr) & (gpu.corr != _NULL)
-    # only where the trace does not say: correlation ids repeat across the processes of a
-    # merged multi-rank trace, so a kernel's own process id is never overridden
-    gpu.pid = np.where(hit & (gpu.pid == _NULL), hp[pos], gpu.pid)
+    # only where the trace does not say (copies carry no process id): correlation ids repeat
+    # across the processes of a merged multi-rank trace, so a candidate process must also
+    # run GPU work on the activity's device, and an ambiguous one stays unknown
+    pids_of: dict[int, set[int]] = {}
+    for c, p in zip(host.corr[has].tolist(), host.pid[has].tolist(), strict=True):
+        pids_of.setdefault(c, set()).add(p)
+    devices_of: dict[int, set[int]] = {}
+    known = gpu.pid != _NULL
+    for p, d in zip(gpu.pid[known].tolist(), gpu.device[known].tolist(), strict=True):
+        devices_of.setdefault(p, set()).add(d)
+    for i in np.flatnonzero(~known & (gpu.corr != _NULL)).tolist():
+        cands = pids_of.get(int(gpu.corr[i]))
+        if not cands:
+            continue
+        if len(cands) > 1:
+            dev = int(gpu.device[i])
+            cands = {p for p in cands if dev in devices_of.get(p, set())}
+        if len(cands) == 1:
+            gpu.pid[i] = next(iter(cands))
 
 
 def critical_paths(
@@ -1267,6 +1289,8 @@ def _analyse(
     op_of_ext = _operator_names(host)
 
     def operator_of(e: int) -> str | None:
+        if g.etype[e] == _E_REGION and g.unexplained[e]:
+            return None  # a wait with no recorded cause belongs to no operator
         h, gg = int(g.ref_host[e]), int(g.ref_gpu[e])
         if h >= 0:
             if host.cls[h] == _H_OP:
@@ -1494,10 +1518,12 @@ def auto_what_ifs(tables: Mapping[str, pa.Table | None], top: int = 3) -> list[W
         for nm, d in zip(gpu.name, (gpu.end - gpu.start).tolist(), strict=True):
             if nm:
                 total[nm] = total.get(nm, 0) + int(d)
+        copies = {n for n, c in zip(gpu.name, gpu.is_copy.tolist(), strict=True) if c}
         for nm in sorted(total, key=lambda k: -total[k])[:top]:
-            wi = parse_what_if(f"kernel~^{re.escape(nm)}$:0.5")
+            target = "copy" if nm in copies else "kernel"
+            wi = parse_what_if(f"{target}~^{re.escape(nm)}$:0.5")
             short = nm if len(nm) <= 60 else nm[:57] + "..."
-            out.append(WhatIf(wi.target, wi.pattern, wi.factor, wi.text, f"kernel {short} x0.5"))
+            out.append(WhatIf(wi.target, wi.pattern, wi.factor, wi.text, f"{target} {short} x0.5"))
     return out
 
 
@@ -1591,7 +1617,7 @@ def critical_path_recommendations(
 
 def _what_if_action(spec: str, label: str | None = None) -> str:
     wi = parse_what_if(spec)
-    if label and label != spec and wi.target == "kernel":
+    if label and label != spec and wi.target in ("kernel", "copy"):
         return f"speed up {label.removesuffix(' x0.5')} (what-if: x{wi.factor:g} time)"
     what = {
         "gpu": "GPU kernels and copies", "kernel": "the kernels", "cpu": "host-side operator time",

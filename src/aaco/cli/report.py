@@ -183,6 +183,8 @@ def critical_path(
         ]
         if not summary["processes"]:
             raise UsageError(f"--process {process_id}: no such process with a GPU trace")
+        summary["primary"] = summary["processes"][0]
+        summary["primary_process_id"] = process_id
     if as_json:
         out(json.dumps(summary, indent=1))
         return

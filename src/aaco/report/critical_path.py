@@ -111,7 +111,8 @@ def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str
     for p in summary.get("processes") or []:
         length = p.get("length_ns")
         lines.append(
-            f"process {p.get('process_id')}: critical path {_ms(length)} "
+            f"process {p.get('process_id') if p.get('process_id') is not None else 'unknown'}: "
+            f"critical path {_ms(length)} "
             f"(region {_ms(p.get('wall_ns'))}; {p.get('stats', {}).get('nodes')} nodes, "
             f"{p.get('stats', {}).get('edges')} edges)"
         )

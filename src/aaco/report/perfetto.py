@@ -931,6 +931,44 @@ def _chunks_by_request(session: Session) -> dict[tuple[int, int], list[tuple[int
     return out
 
 
+def _add_critical_path(b: _Builder, session: Session) -> None:
+    """One process per traced process (rank) with its critical path as a track of slices,
+    each named by its kind and event, on the GPU trace's clock (computed here: the bundle
+    keeps only the longest segments)."""
+    kernels = _nonempty(session, "kernels")
+    memcpy = _nonempty(session, "memcpy")
+    gpu = kernels if kernels is not None else memcpy
+    if gpu is None:
+        return
+    from aaco.analysis.critical_path import critical_paths
+
+    tables = {n: session.table(n) for n in ("kernels", "api_calls", "memcpy", "annotations")}
+    tables["ops"] = session.ops()
+    try:
+        paths = critical_paths(tables)
+    except Exception:  # the timeline is still worth having without the path
+        b.skip("critical_path_failed")
+        return
+    src = gpu.column("source")[0].as_py() if "source" in gpu.column_names else "trace"
+    domain = _domain_for(b, src or "trace")
+    for cp in paths:
+        label = f"critical path (process {cp.process_id})" if cp.process_id else "critical path"
+        proc = b.process(domain, f"critical_path:{cp.process_id}", label, 9_000)
+        track = b.track(proc, "path", f"critical path, {cp.length_ns / 1e6:.3f} ms", 1, mode="seq")
+        for sg in cp.segments:
+            args = _clean(
+                {
+                    "category": sg.category,
+                    "operator": sg.operator,
+                    "where": sg.where,
+                    "unexplained": sg.unexplained or None,
+                    "meanwhile": sg.meanwhile,
+                }
+            )
+            name = f"{sg.kind}: {sg.name}" if sg.name else sg.kind
+            b.add(proc, track, sg.start_ns, sg.dur_ns, name, "critical_path", args)
+
+
 def export_perfetto(session: Session) -> bytes:
     """The session as a Chrome JSON trace (UTF-8 bytes) for ui.perfetto.dev.
 
@@ -952,6 +990,7 @@ def export_perfetto(session: Session) -> bytes:
     _add_api_calls(b, session)
     _add_kernels(b, session)
     _add_memcpy(b, session)
+    _add_critical_path(b, session)
     _place_domains(b, session)
     other = {"aaco_session": session.session_id, "generator": "aaco export perfetto"}
     return b.build(_flow_pairs(session), other)

@@ -130,6 +130,8 @@ _NAME_CHARS = 120
 #: how long the output relays may drain after the command exited (a daemon it started may
 #: hold the pipes open for ever)
 _DRAIN_S = 5.0
+#: the longest --timeout (30 days): longer would overflow the timer
+MAX_TIMEOUT_S = 30 * 86400.0
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _TORCH_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"
 
@@ -510,7 +512,10 @@ class _Runner:
             self.forwarder.pgid = None
             for collector in running.values():
                 collector.stop()
-            stdout, stderr = (r.finish(_DRAIN_S) for r in relays)
+            # one deadline for both pipes: a background child holding them open costs
+            # _DRAIN_S once, not once per pipe
+            deadline = time.monotonic() + _DRAIN_S
+            stdout, stderr = (r.finish(max(0.0, deadline - time.monotonic())) for r in relays)
         result = _RunResult(
             run=index,
             traced=traced,
@@ -615,8 +620,11 @@ def _validate(opts: ProfileOptions) -> None:
         raise UsageError("give the command to profile after '--', e.g. aaco profile -- ./app")
     if opts.repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {opts.repeat}")
-    if opts.timeout_s is not None and not opts.timeout_s > 0:
-        raise UsageError(f"--timeout must be > 0, got {opts.timeout_s:g}")
+    if opts.timeout_s is not None and not 0 < opts.timeout_s <= MAX_TIMEOUT_S:
+        raise UsageError(
+            f"--timeout must be > 0 and at most {MAX_TIMEOUT_S:g} s (30 days), "
+            f"got {opts.timeout_s:g}"
+        )
     if opts.telemetry:
         sampling_period_ns(opts.sample_hz)
         if opts.sample_hz > 1000:
@@ -844,10 +852,13 @@ def _finish_runs(
             "max_rss_source": "wait4" if _max([r.max_rss_bytes for r in ran]) else None,
         }
 
-    # the iterations table: one row per run that ran to its end
+    # the iterations table: one row per run that ran to its end and succeeded (a run that
+    # failed, timed out or was interrupted has no wall time of the program's to report)
     rows: list[dict[str, Any]] = []
     counters = {"warmup": 0, "measured": 0}
     for r in ran:
+        if r.status != STATUS_COMPLETED:
+            continue
         rows.append(
             {
                 "phase": r.phase,

@@ -65,7 +65,11 @@ def build_analysis(session: Session, final_path: Path | None = None) -> dict[str
         "runs": {
             "requested": prof.get("repeat"),
             "ran": sum(1 for r in runs if r.get("pid") is not None),
-            "measured": sum(1 for r in runs if r.get("phase") == "measured" and r.get("pid")),
+            "measured": sum(
+                1
+                for r in runs
+                if r.get("phase") == "measured" and r.get("pid") and r.get("status") == "completed"
+            ),
             "traced_run": next((r.get("run") for r in runs if r.get("traced")), None),
             "per_run": [
                 {

@@ -29,6 +29,8 @@ from typing import Any
 _DIR_ENV = "AACO_TORCH_TRACE_DIR"
 #: one entry once the profiler was started in this process
 _STARTED: list[bool] = []
+#: one entry once it was stopped (at exit, or when the program started its own profiler)
+_STOPPED: list[bool] = []
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -56,6 +58,8 @@ def _chain(out_dir: str | None) -> None:
             return
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        # `import sitecustomize` in the program must give the program's own module back
+        sys.modules["sitecustomize"] = module
     except Exception:
         _report(out_dir, "the shadowed sitecustomize")
 
@@ -89,12 +93,47 @@ def _start(torch: Any, out_dir: str) -> None:
         kwargs.pop("experimental_config", None)
         prof = profile(**kwargs)
     prof.start()
-    atexit.register(_stop, prof, os.getpid(), out_dir)
+    pid = os.getpid()
+    atexit.register(_stop, prof, pid, out_dir)
+    _yield_to_the_program(torch, prof, pid, out_dir)
+
+
+def _yield_to_the_program(torch: Any, prof: Any, pid: int, out_dir: str) -> None:
+    """Two torch profilers at once crash the process: when the program starts its own, ours
+    stops first (its trace so far is written) and says so in ``<pid>.note.txt``."""
+    import torch.profiler as tp
+
+    original = tp.profile.start
+
+    def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is not prof and not _STOPPED:
+            _stop(prof, pid, out_dir)
+            try:
+                with open(os.path.join(out_dir, f"{pid}.note.txt"), "a") as fh:
+                    fh.write(
+                        "the program started its own torch.profiler: AACO's trace ends there\n"
+                    )
+            except OSError:
+                pass
+        return original(self, *args, **kwargs)
+
+    setattr(tp.profile, "start", start)  # noqa: B010 (a method of a class we do not own)
+    legacy = getattr(getattr(torch, "autograd", None), "profiler", None)
+    enter = getattr(getattr(legacy, "profile", None), "__enter__", None)
+    if legacy is not None and enter is not None:
+
+        def legacy_enter(self: Any) -> Any:
+            if not _STOPPED:
+                _stop(prof, pid, out_dir)
+            return enter(self)
+
+        setattr(legacy.profile, "__enter__", legacy_enter)  # noqa: B010
 
 
 def _stop(prof: Any, pid: int, out_dir: str) -> None:
-    if os.getpid() != pid:  # a forked child inherited the handler, not the profile
+    if os.getpid() != pid or _STOPPED:  # a forked child inherited the handler, not the profile
         return
+    _STOPPED.append(True)
     tmp = os.path.join(out_dir, f".{pid}.json.partial")
     try:
         prof.stop()
@@ -114,12 +153,15 @@ class _TorchWatcher:
         self.out_dir = out_dir
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "torch":
+        if fullname != "torch" or _STARTED:
             return None
         try:
-            self._detach()
+            # stays in place until torch is really executed: importlib.util.find_spec("torch")
+            # (libraries probe for torch this way) asks too, and imports nothing
             spec = None
             for finder in list(sys.meta_path):
+                if finder is self:
+                    continue
                 find = getattr(finder, "find_spec", None)
                 if find is None:
                     continue
@@ -131,12 +173,14 @@ class _TorchWatcher:
             if spec is None or original is None:
                 return spec
             out_dir = self.out_dir
+            watcher = self
 
             def exec_module(module: Any) -> None:
                 original(module)  # torch's own import errors are the program's, unchanged
                 if getattr(module, "__name__", None) != "torch" or _STARTED:
                     return  # a loader shared with other modules
                 _STARTED.append(True)
+                watcher._detach()
                 try:
                     _start(module, out_dir)
                 except Exception:
