@@ -23,7 +23,6 @@ import functools
 import math
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from aaco.collectors.base import COLLECTORS, DEFAULT_COLLECTORS, Collector
 from aaco.collectors.environment import capture_environment
 from aaco.collectors.machine_state import check_machine
 from aaco.diagnose import diagnose_bundle
-from aaco.errors import InputError, UsageError, attach_warning
+from aaco.errors import InputError, UsageError
 from aaco.ingest import ingest_traces
 from aaco.report.publish import write_reports
 from aaco.runners.base import (
@@ -56,7 +55,6 @@ from aaco.runners.rss import own_peak_rss_bytes
 from aaco.runners.spec import CAPTURE_FILES, SPEC_FILE
 from aaco.session.bundle import (
     FORMAT_VERSION,
-    LATEST,
     STATUS_COMPLETED,
     STATUS_FAILED,
     STATUS_RUNNING,
@@ -73,6 +71,7 @@ from aaco.session.paths import (
     SESSION_FILE,
 )
 from aaco.session.records import add_failure, save_session
+from aaco.session.salvage import salvage
 from aaco.session.schema import (
     GPU_TELEMETRY,
     INFERENCE_ITERS,
@@ -175,7 +174,7 @@ def run_model(opts: RunOptions) -> Session:
         raise fault.error from None
     except BaseException:
         # Only AACO's own bug or Ctrl-C gets here; keep the bundle as a record, flagged failed.
-        _salvage(writer, sys.exc_info()[1])
+        salvage(writer, sys.exc_info()[1])
         raise
 
 
@@ -597,70 +596,6 @@ def _analyze(
     # After the last analysis: the reports rendered from the bundle next are not counted.
     meta["aaco_process"] = {"max_rss_bytes": own_peak_rss_bytes()}
     save_session(writer.path, meta)
-
-
-def _salvage(writer: BundleWriter, exc: BaseException | None) -> str | None:
-    """Publish what exists, marked failed, after an unexpected error or an interrupt.
-
-    The caller re-raises ``exc``, which stays what the user sees. When the bundle cannot be
-    published, one line saying where its files are is attached to ``exc`` for the CLI to
-    print (:func:`aaco.errors.attach_warning`) and returned; None when it was published.
-    """
-    try:
-        session_file = writer.path / SESSION_FILE
-        meta = (
-            read_json(session_file)
-            if session_file.is_file()
-            else {"format_version": FORMAT_VERSION, "session_id": writer.session_id}
-        )
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        reason = (
-            "interrupted (Ctrl-C or SIGTERM)"
-            if interrupted
-            else f"internal error: {type(exc).__name__}: {exc}"
-        )
-        meta["status"] = STATUS_FAILED
-        meta["error"] = {"message": reason, "stage": "aaco"}
-        meta["finished_utc"] = utc_now_iso()
-        save_session(writer.path, meta)
-        if not interrupted:
-            (writer.path / "runtime").mkdir(exist_ok=True)
-            (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
-        writer.publish()
-    except Exception as err:
-        warning = _salvage_failed(writer, err)
-        if exc is not None:
-            attach_warning(exc, warning)
-        return warning
-    return None
-
-
-def _salvage_failed(writer: BundleWriter, err: Exception) -> str:
-    """The one line that says what became of a bundle :func:`_salvage` could not publish.
-
-    Files are never left unsaid in a hidden folder: when the staging folder holds any, it
-    is kept and named; when it holds none, it is removed.
-    """
-    why = " ".join(f"{type(err).__name__}: {err}".split())
-    where = writer.path
-    if where == writer.final_path:  # renamed into place; only the latest pointer failed
-        latest = writer.root / LATEST
-        return f"the failed run's bundle is {where}; {latest} could not point at it ({why})"
-    if _holds_files(where):
-        return (
-            f"could not publish the failed run's bundle ({why}); its files are kept in the "
-            f"hidden folder {where} (aaco ls does not list it)"
-        )
-    writer.discard()
-    return f"could not publish the failed run's bundle ({why}); it held no files to keep"
-
-
-def _holds_files(folder: Path) -> bool:
-    """Whether ``folder`` holds any file (True when it cannot be read: keep, never guess)."""
-    try:
-        return folder.is_dir() and any(f.is_file() for f in folder.rglob("*"))
-    except OSError:
-        return True
 
 
 # -- aaco import, aaco analyze: the same stages from import / from the analyses -------------

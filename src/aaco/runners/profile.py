@@ -51,7 +51,6 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +92,7 @@ from aaco.session.paths import (
     SESSION_FILE,
 )
 from aaco.session.records import add_failure, save_session
+from aaco.session.salvage import salvage
 from aaco.session.schema import (
     GPU_TELEMETRY,
     INFERENCE_ITERS,
@@ -754,7 +754,7 @@ def profile_command(opts: ProfileOptions) -> Session:
         return _profile_into(writer, opts, choice, classes, executable, cannot_run, why_not)
     except BaseException as exc:
         # only AACO's own bug or an interrupt outside the runs gets here: keep the bundle
-        _salvage(writer, exc)
+        salvage(writer, exc)
         raise
 
 
@@ -1052,31 +1052,3 @@ def _finish(writer: BundleWriter, meta: dict[str, Any], opts: ProfileOptions) ->
         writer.write_json(ANALYSIS_FILE, analysis)
     else:
         save_session(writer.path, meta)
-
-
-def _salvage(writer: BundleWriter, exc: BaseException) -> None:
-    """Publish what exists, marked failed, after an interrupt or an internal error (the
-    caller re-raises ``exc``); a bundle that cannot be published is left where it is."""
-    try:
-        path = writer.path / SESSION_FILE
-        meta = (
-            read_json(path)
-            if path.is_file()
-            else {"format_version": FORMAT_VERSION, "session_id": writer.session_id}
-        )
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        reason = (
-            "interrupted (Ctrl-C or SIGTERM)"
-            if interrupted
-            else f"internal error: {type(exc).__name__}: {exc}"
-        )
-        meta["status"] = STATUS_FAILED
-        meta["error"] = {"message": reason, "stage": "aaco"}
-        meta["finished_utc"] = utc_now_iso()
-        save_session(writer.path, meta)
-        if not interrupted:
-            (writer.path / "runtime").mkdir(exist_ok=True)
-            (writer.path / "runtime" / "aaco_traceback.txt").write_text(traceback.format_exc())
-        writer.publish()
-    except Exception:  # the original exception is what the user must see
-        return
