@@ -66,6 +66,7 @@ __all__ = [
     "critical_path_summary",
     "critical_paths",
     "parse_what_if",
+    "step_window",
 ]
 
 #: the path's categories, in report order
@@ -110,6 +111,8 @@ _R_S, _R_GPU_END, _R_HOST, _R_GPU_START, _R_T = -1, 0, 1, 2, 3
 _H_OP, _H_RUNTIME, _H_SYNC, _H_USER = 0, 1, 2, 3
 
 _NULL = np.iinfo(np.int64).min
+#: what-if targets whose pattern matches the operator an edge counts for, not its own name
+_BY_OPERATOR = frozenset({"op", "operator"})
 
 #: a queued GPU activity that starts more than this after the previous one on its stream
 #: ended, with nothing recorded to explain it, is an unexplained wait rather than the
@@ -125,7 +128,10 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "memcpy": ("copy",),
     "cpu_op": ("cpu_op",),
     "cpu": ("cpu_op", "user_range"),
-    "op": ("cpu_op",),
+    # an operator whole, children included: the host time inside it (its child ops and their
+    # runtime calls) and the kernels and copies launched from inside it
+    "op": ("cpu_op", "runtime", "gpu_compute", "copy"),
+    "operator": ("cpu_op", "runtime", "gpu_compute", "copy"),
     "runtime": ("runtime",),
     "launch": ("runtime", "launch_delay"),
     "sync": ("sync_wait", "sync_return"),
@@ -141,10 +147,12 @@ MAX_WHAT_IF_FACTOR = 1000.0
 class WhatIf:
     """Scale the time of every path element of ``target`` whose name matches ``pattern``.
 
-    ``kernel~gemm:0.5``: kernels whose name contains a match of the regular expression
-    ``gemm`` (case-insensitive) take half their time. Targets: kernel (gpu_compute), copy,
-    gpu (both), cpu_op (op, cpu), runtime, launch (runtime calls and launch delays), sync,
-    idle. A factor of 0 removes the time.
+    ``kernel~gemm:0.5``: kernels whose name, full name or family contains a match of the
+    regular expression ``gemm`` (case-insensitive) take half their time. Targets: kernel
+    (gpu_compute), copy, gpu (both), cpu_op / cpu (host op time; cpu adds record_function
+    ranges), op / operator (an operator whole: its children's host time and the GPU work
+    launched inside it), runtime, launch (runtime calls and launch delays), sync, idle. A
+    factor of 0 removes the time.
     """
 
     target: str
@@ -274,6 +282,9 @@ class CriticalPath:
     kernels: list[dict[str, Any]]
     what_if: tuple[WhatIfResult, ...]
     stats: dict[str, Any] = field(default_factory=dict)
+    #: path time of host runtime calls by call name (launches, syncs that did not wait,
+    #: allocations, context set-up ...), the most first
+    runtime_calls: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def wall_ns(self) -> int:
@@ -300,6 +311,9 @@ class CriticalPath:
             ],
             "unexplained_wait_ns": self.unexplained_wait_ns,
             "unexplained_wait_pct": _pct(self.unexplained_wait_ns, self.length_ns),
+            "runtime_calls": [
+                {"name": n, "ns": v, "pct": _pct(v, self.length_ns)} for n, v in self.runtime_calls
+            ],
             "segments_total": len(self.segments),
             "segments": [s.to_dict() for s in segs],
             "kernels": self.kernels,
@@ -360,6 +374,10 @@ class _Gpu:
     corr: np.ndarray
     ext: np.ndarray
     kernel_row: np.ndarray  # row in the kernels table, -1 for copies
+    #: kernel family (gemm, attention, ...; ``memcpy`` for copies): what-if patterns match it
+    family: list[str | None] = field(default_factory=list)
+    #: the name as the tool reported it (mangled, templates and all), when it differs
+    full: list[str | None] = field(default_factory=list)
 
 
 def _sync_blocks(name: str, kind: str | None) -> bool:
@@ -464,6 +482,8 @@ def _gpu_events(tables: Mapping[str, pa.Table | None]) -> _Gpu:
         corr=np.concatenate([_col(k, "correlation_id", n_k), _col(m, "correlation_id", n_m)]),
         ext=np.concatenate([_col(k, "external_id", n_k), _col(m, "external_id", n_m)]),
         kernel_row=np.concatenate([rows, np.full(n_m, -1, dtype=np.int64)]),
+        family=_strs(k, "family", n_k) + ["memcpy"] * n_m,
+        full=full + [None] * n_m,
     )
 
 
@@ -1016,6 +1036,7 @@ def _build(
     g = _Graph(t, rank, u, v, etype, ekind, w.astype(np.int64), ref_host, ref_gpu, unexplained,
                thread, s_node, t_node, stats)  # fmt: skip
     g.stats["_order"] = order
+    g.stats["_launch_of"] = launch_of
     return g
 
 
@@ -1231,6 +1252,75 @@ def critical_paths(
     return out
 
 
+def _inclusive_operator(g: _Graph, host: _Host, rx: re.Pattern[str]) -> np.ndarray:
+    """Edges inside the operators whose name matches ``rx``, children included: host
+    stretches of the same thread within a matching op's time span, and the GPU work whose
+    launch call lies within one (``aten::linear`` takes its ``aten::addmm`` and the GEMM)."""
+    out = np.zeros(len(g.u), dtype=bool)
+    ops = [i for i in range(len(host.start)) if host.cls[i] == _H_OP and host.name[i]
+           and rx.search(host.name[i] or "")]  # fmt: skip
+    if not ops:
+        return out
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for i in ops:
+        spans.setdefault(int(host.tid[i]), []).append((int(host.start[i]), int(host.end[i])))
+    merged: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for tid, iv in spans.items():
+        iv.sort()
+        st: list[int] = []
+        en: list[int] = []
+        for a, b in iv:
+            if st and a <= en[-1]:
+                en[-1] = max(en[-1], b)
+            else:
+                st.append(a)
+                en.append(b)
+        merged[tid] = (np.asarray(st, dtype=np.int64), np.asarray(en, dtype=np.int64))
+
+    def inside(tid: int, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+        if tid not in merged:
+            return np.zeros(len(t0), dtype=bool)
+        st, en = merged[tid]
+        k = np.searchsorted(st, t0, side="right") - 1
+        return (k >= 0) & (t1 <= en[np.maximum(k, 0)])
+
+    chain = np.flatnonzero(g.etype == _E_CHAIN)
+    threads = g.thread[chain]
+    for tid in np.unique(threads).tolist():
+        e = chain[threads == tid]
+        out[e] = inside(int(tid), g.t[g.u[e]], g.t[g.v[e]])
+    launch_of: np.ndarray = g.stats["_launch_of"]
+    gpu_e = np.flatnonzero(g.ref_gpu >= 0)
+    la = launch_of[g.ref_gpu[gpu_e]]
+    has = la >= 0
+    e, h = gpu_e[has], la[has]
+    for tid in np.unique(host.tid[h]).tolist():
+        pick = host.tid[h] == tid
+        out[e[pick]] = inside(int(tid), host.start[h[pick]], host.end[h[pick]])
+    return out
+
+
+def _operator_of(
+    g: _Graph, host: _Host, gpu: _Gpu, op_of_ext: dict[int, str], e: int
+) -> str | None:
+    """The operator an edge's time counts for: a host stretch's op (a runtime call's op by
+    its external id), a GPU activity's launching op; None for a wait with no recorded cause."""
+    if g.etype[e] == _E_REGION and g.unexplained[e]:
+        return None
+    h, gg = int(g.ref_host[e]), int(g.ref_gpu[e])
+    if h >= 0:
+        if host.cls[h] == _H_OP:
+            return host.name[h]
+        x = int(host.ext[h])
+        return op_of_ext.get(x, host.name[h]) if x != _NULL else host.name[h]
+    if gg >= 0:
+        x = int(gpu.ext[gg])
+        if x != _NULL and x in op_of_ext:
+            return op_of_ext[x]
+        return gpu.name[gg]
+    return None
+
+
 def _operator_names(host: _Host) -> dict[int, str]:
     """External id -> the framework op that carries it (the innermost, shortest one)."""
     ops = np.flatnonzero((host.cls == _H_OP) & (host.ext != _NULL))
@@ -1289,23 +1379,11 @@ def _analyse(
     op_of_ext = _operator_names(host)
 
     def operator_of(e: int) -> str | None:
-        if g.etype[e] == _E_REGION and g.unexplained[e]:
-            return None  # a wait with no recorded cause belongs to no operator
-        h, gg = int(g.ref_host[e]), int(g.ref_gpu[e])
-        if h >= 0:
-            if host.cls[h] == _H_OP:
-                return host.name[h]
-            x = int(host.ext[h])
-            return op_of_ext.get(x, host.name[h]) if x != _NULL else host.name[h]
-        if gg >= 0:
-            x = int(gpu.ext[gg])
-            if x != _NULL and x in op_of_ext:
-                return op_of_ext[x]
-            return gpu.name[gg]
-        return None
+        return _operator_of(g, host, gpu, op_of_ext, e)
 
     segments: list[PathSegment] = []
     by_op: dict[str, int] = {}
+    by_call: dict[str, int] = {}
     cur: list[Any] | None = None
     for e, d in zip(pe.tolist(), dur.tolist(), strict=True):
         if d == 0:
@@ -1316,6 +1394,9 @@ def _analyse(
         opn = operator_of(e)
         if opn is not None:
             by_op[opn] = by_op.get(opn, 0) + d
+        if kind == "runtime" and h >= 0:
+            call = host.name[h] or "?"
+            by_call[call] = by_call.get(call, 0) + d
         if h >= 0:
             where = f"thread {int(host.tid[h])}" if host.tid[h] != _NULL else "host"
         elif gg >= 0:
@@ -1365,6 +1446,7 @@ def _analyse(
         kernels=kernels,
         what_if=tuple(results),
         stats=stats,
+        runtime_calls=sorted(by_call.items(), key=lambda kv: -kv[1])[:8],
     )
 
 
@@ -1475,13 +1557,28 @@ def _what_if(g: _Graph, host: _Host, gpu: _Gpu, wi: WhatIf, length: int) -> What
         rx = re.compile(wi.pattern, re.IGNORECASE)
         cand = np.flatnonzero(sel)
         match = np.zeros(len(g.u), dtype=bool)
-        cache: dict[str | None, bool] = {}
+        cache: dict[tuple[str | None, ...], bool] = {}
+        if wi.target in _BY_OPERATOR:
+            match = _inclusive_operator(g, host, rx) & sel
+            cand = np.zeros(0, dtype=np.int64)
+        op_of_ext: dict[int, str] = {}
         for e in cand.tolist():
             h, gg = int(g.ref_host[e]), int(g.ref_gpu[e])
-            nm = host.name[h] if h >= 0 else (gpu.name[gg] if gg >= 0 else None)
-            hit = cache.get(nm)
+            if wi.target in _BY_OPERATOR:
+                key: tuple[str | None, ...] = (_operator_of(g, host, gpu, op_of_ext, e),)
+            elif h >= 0:
+                key = (host.name[h],)
+            elif gg >= 0:  # a kernel matches by its name, full name or family (gemm, ...)
+                key = (
+                    gpu.name[gg],
+                    gpu.full[gg] if gpu.full else None,
+                    gpu.family[gg] if gpu.family else None,
+                )
+            else:
+                key = (None,)
+            hit = cache.get(key)
             if hit is None:
-                hit = cache[nm] = bool(nm is not None and rx.search(nm))
+                hit = cache[key] = any(x is not None and rx.search(x) for x in key)
             match[e] = hit
         sel = match
     w2 = g.w.copy()
@@ -1497,7 +1594,9 @@ def _what_if(g: _Graph, host: _Host, gpu: _Gpu, wi: WhatIf, length: int) -> What
         matched_ns=matched_ns,
         length_ns=length,
         new_length_ns=new_len,
-        amdahl_saved_ns=round(matched_ns * (1.0 - wi.factor)),
+        # summed over threads and streams, matched time can exceed the wall time: Amdahl's
+        # promise is capped at the whole length
+        amdahl_saved_ns=min(round(matched_ns * (1.0 - wi.factor)), length),
     )
 
 
@@ -1527,6 +1626,21 @@ def auto_what_ifs(tables: Mapping[str, pa.Table | None], top: int = 3) -> list[W
     return out
 
 
+def step_window(tables: Mapping[str, pa.Table | None], step: int) -> tuple[int, int]:
+    """The host time range of ``ProfilerStep#step`` (annotations of kind ``step``; the
+    earliest start and latest end when several processes have it)."""
+    ann = tables.get("annotations")
+    n = ann.num_rows if ann is not None else 0
+    kind, num = _strs(ann, "kind", n), _col(ann, "step", n)
+    start, dur = _col(ann, "start_ns", n), _col(ann, "dur_ns", n)
+    hit = [i for i in range(n) if kind[i] == "step" and num[i] == step]
+    if not hit:
+        have = sorted({int(num[i]) for i in range(n) if kind[i] == "step" and num[i] != _NULL})
+        listed = ", ".join(map(str, have[:20])) if have else "none"
+        raise ValueError(f"no ProfilerStep#{step} in this trace (steps: {listed})")
+    return min(int(start[i]) for i in hit), max(int(start[i] + dur[i]) for i in hit) + 1
+
+
 def _steps(tables: Mapping[str, pa.Table | None], cp: CriticalPath) -> int | None:
     """ProfilerStep ranges of the process inside the region (per-step gains), else None."""
     ann = tables.get("annotations")
@@ -1534,14 +1648,21 @@ def _steps(tables: Mapping[str, pa.Table | None], cp: CriticalPath) -> int | Non
         return None
     n = len(ann)
     kind = _strs(ann, "kind", n)
+    num = _col(ann, "step", n)
     start = _col(ann, "start_ns", n)
+    end = start + _col(ann, "dur_ns", n)
     pid = _col(ann, "process_id", n)
-    k = sum(
-        1
-        for i in range(n)
-        if kind[i] == "step"
-        and cp.region_start_ns <= start[i] <= cp.region_end_ns
-        and (cp.process_id is None or pid[i] in (_NULL, cp.process_id))
+    # a step overlapping the region counts (the region starts at the step's first event,
+    # after the step's own start); one count per step number
+    k = len(
+        {
+            int(num[i]) if num[i] != _NULL else int(start[i])
+            for i in range(n)
+            if kind[i] == "step"
+            and start[i] < cp.region_end_ns
+            and end[i] > cp.region_start_ns
+            and (cp.process_id is None or pid[i] in (_NULL, cp.process_id))
+        }
     )
     return k or None
 
@@ -1552,12 +1673,15 @@ def critical_path_summary(
     *,
     auto: bool = True,
     max_segments: int = 200,
+    step: int | None = None,
 ) -> dict[str, Any] | None:
     """``metrics/critical_path.json``: the path of every process (rank) with a GPU trace and
     what-ifs, the first process (most GPU activities) as ``primary``; None without a
-    GPU trace."""
+    GPU trace. ``step``: only ``ProfilerStep#step`` (host events that start in it and the
+    GPU work they launched); a ValueError when the trace has no such step."""
     wis = list(what_if) + (auto_what_ifs(tables) if auto else [])
-    paths = critical_paths(tables, what_if=wis)
+    window = step_window(tables, step) if step is not None else None
+    paths = critical_paths(tables, what_if=wis, window=window)
     if not paths:
         return None
     primary = max(paths, key=lambda c: c.stats.get("gpu_activities", 0))
@@ -1572,6 +1696,7 @@ def critical_path_summary(
         "primary": ranks[paths.index(primary)],
         "processes": ranks,
         "user_what_if": [w.text for w in what_if],
+        "step": step,
     }
 
 
@@ -1592,15 +1717,19 @@ def critical_path_recommendations(
             continue
         per = steps or 1
         spec = w["spec"]
+        action = _what_if_action(spec, w.get("label"))
+        if parse_what_if(spec).target in ("runtime", "launch"):
+            action = _runtime_action(p.get("runtime_calls") or [], action)
         out.append(
             {
                 "class": "critical-path",
-                "action": _what_if_action(spec, w.get("label")),
+                "action": action,
                 "target": [spec],
                 "target_nodes": [],
                 "gain_ms": round(w["saved_ns"] / per / 1e6, 6),
                 "gain_pct": round(pct, 3),
-                "gain_kind": "critical-path what-if" + ("" if steps else " over the traced region"),
+                        "gain_kind": "critical-path what-if, "
+                + (f"per step ({steps} steps)" if steps else "over the traced region"),
                 "confidence": None,
                 "evidence": [
                     {"signal": "critical_path_length_ns", "value": w["length_ns"], "unit": "ns",
@@ -1613,6 +1742,30 @@ def critical_path_recommendations(
             }
         )  # fmt: skip
     return out
+
+
+#: runtime calls that launch work (their cost is cut by graphs, fusion, fewer launches)
+_LAUNCH_HINTS = ("Launch", "Memcpy", "Memset")
+
+
+def _runtime_action(calls: list[dict[str, Any]], default: str) -> str:
+    """Name the runtime calls that hold the path's runtime time, and the fix that fits them:
+    launches (graphs, fusion) or set-up and allocation (out of the measured region, reuse)."""
+    if not calls:
+        return default
+    total = sum(c.get("ns") or 0 for c in calls) or 1
+    launch = sum(
+        c.get("ns") or 0 for c in calls if any(h in str(c.get("name")) for h in _LAUNCH_HINTS)
+    )
+    top = ", ".join(f"{c.get('name')} {100.0 * (c.get('ns') or 0) / total:.0f}%" for c in calls[:3])
+    if launch / total >= 0.5:
+        fix = "fewer, larger launches: CUDA/HIP graphs, fused kernels, torch.compile"
+    else:
+        fix = (
+            "not launches: keep context set-up, allocations and frees out of the measured "
+            "region (warm up first, reuse memory: a caching allocator)"
+        )
+    return f"cut the runtime calls on the critical path ({top}): {fix}"
 
 
 def _what_if_action(spec: str, label: str | None = None) -> str:

@@ -137,6 +137,11 @@ def analyze(
 @sessions_option("Sessions root for 'latest'.")
 @click.option("--what-if", "what_if", multiple=True, metavar="SPEC", help=_WHAT_IF_HELP)
 @click.option("--process", "process_id", type=int, help="Only this process (rank) id.")
+@click.option(
+    "--step",
+    type=int,
+    help="Only ProfilerStep#N: host events in it and the GPU work they launched.",
+)
 @click.option("--segments", default=20, show_default=True, help="Longest path segments to list.")
 @click.option("--json", "as_json", is_flag=True, help="The whole analysis as JSON.")
 def critical_path(
@@ -145,6 +150,7 @@ def critical_path(
     sessions: Path | None,
     what_if: tuple[str, ...],
     process_id: int | None,
+    step: int | None,
     segments: int,
     as_json: bool,
 ) -> None:
@@ -157,11 +163,14 @@ def critical_path(
 
     specs = _what_ifs(what_if)
     if trace is not None:
+        from aaco.analysis.kernels import classify_table
         from aaco.importers.registry import import_paths
 
         if not trace.exists():
             raise InputError(f"{trace}: no such file or directory")
         tt = import_paths([trace])
+        # the names and families a bundle would have (what-if patterns match both)
+        tt.kernels = classify_table(tt.kernels)
         tables = {
             "kernels": tt.kernels, "api_calls": tt.api_calls, "memcpy": tt.memcpy,
             "ops": tt.ops, "annotations": tt.annotations,
@@ -170,19 +179,29 @@ def critical_path(
         s = Session.load(session_path(session, sessions))
         tables = {name: s.table(name) for name in ("kernels", "api_calls", "memcpy", "annotations")}
         tables["ops"] = s.ops()
-    summary = critical_path_summary(tables, specs, max_segments=max(segments, 0) or 1)
+    try:
+        summary = critical_path_summary(
+            tables, specs, max_segments=max(segments, 0) or 1, step=step
+        )
+    except ValueError as exc:  # no such step
+        raise UsageError(f"--step {step}: {exc}") from None
     if summary is None:
         raise InputError(
-            f"{trace or session}: no GPU kernel or copy with device timestamps: there is no "
-            "critical path to compute (record with a GPU trace: aaco profile, torch.profiler "
-            "with CUDA activities, rocprofv3 --kernel-trace)"
+            f"{trace or session}: no GPU kernel or copy with device timestamps: the critical "
+            "path orders host threads against GPU streams, and this has no GPU timeline "
+            "(record one on a GPU: torch.profiler with CUDA activities, rocprofv3 "
+            "--kernel-trace, nsys)"
         )
     if process_id is not None:
+        all_processes = list(summary["processes"])
         summary["processes"] = [
             p for p in summary["processes"] if p.get("process_id") == process_id
         ]
         if not summary["processes"]:
-            raise UsageError(f"--process {process_id}: no such process with a GPU trace")
+            have = ", ".join(str(p.get("process_id")) for p in all_processes) or "none"
+            raise UsageError(
+                f"--process {process_id}: no such process with a GPU trace (processes: {have})"
+            )
         summary["primary"] = summary["processes"][0]
         summary["primary_process_id"] = process_id
     if as_json:

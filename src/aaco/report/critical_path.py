@@ -38,13 +38,33 @@ def critical_path_key(session: Session) -> dict[str, Any]:
         return {}
     p = data["primary"]
     keep = ("process_id", "region_start_ns", "region_end_ns", "wall_ns", "length_ns",
-            "by_category", "unexplained_wait_ns", "unexplained_wait_pct", "steps")  # fmt: skip
+            "by_category", "by_edge", "unexplained_wait_ns", "unexplained_wait_pct",
+            "steps")  # fmt: skip
     out: dict[str, Any] = {k: p.get(k) for k in keep}
     out["by_operator"] = list(p.get("by_operator") or [])[:TOP]
     out["kernels"] = list(p.get("kernels") or [])[:TOP]
     out["what_if"] = list(p.get("what_if") or [])
     out["processes"] = len(data.get("processes") or [])
     return {"critical_path": out}
+
+
+def _saves(w: dict[str, Any]) -> str:
+    """ "saves 10.5%", or "costs 31.6%" for a what-if that lengthens the path."""
+    pct = w.get("saved_pct")
+    if isinstance(pct, int | float) and pct < 0:
+        return f"costs {fnum(-pct, '.2f', '%')}"
+    return f"saves {fnum(pct, '.2f', '%')}"
+
+
+def _host_idle_note(p: dict[str, Any]) -> str | None:
+    """Why what-ifs can save less than the categories suggest: host idle time is held."""
+    idle = ((p.get("by_edge") or {}).get("idle_gap") or {}).get("pct")
+    if isinstance(idle, int | float) and idle >= 10:
+        return (
+            f"what-ifs are lower bounds here: {idle:.0f}% of the path is host time no traced "
+            "event covers (Python, I/O, waiting on another thread), which they keep as it is"
+        )
+    return None
 
 
 def _ms(ns: Any) -> str:
@@ -88,6 +108,9 @@ def critical_path_rows(cp: Any) -> list[Row]:
                 ", ".join(f"{o.get('operator')} {fnum(o.get('pct'), '.1f', '%')}" for o in ops[:5]),
             )
         )
+    note = _host_idle_note(cp)
+    if note and cp.get("what_if"):
+        rows.append(Row("  note", note))
     for w in (cp.get("what_if") or [])[:TOP]:
         if not isinstance(w, dict):
             continue
@@ -97,7 +120,7 @@ def critical_path_rows(cp: Any) -> list[Row]:
             Row(
                 "  what-if",
                 f"{w.get('label') or w.get('spec')}: {_ms(w.get('new_length_ns'))} "
-                f"(saves {fnum(w.get('saved_pct'), '.1f', '%')}; Amdahl on summed time: "
+                f"({_saves(w)}; Amdahl on summed time: "
                 f"{fnum(am_pct, '.1f', '%')})",
             )
         )
@@ -108,6 +131,8 @@ def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str
     """``aaco analyze critical-path``: every process's path, categories, operators, kernels
     with slack, what-ifs and the longest segments."""
     lines: list[str] = []
+    if summary.get("step") is not None:
+        lines.append(f"ProfilerStep#{summary['step']} only")
     for p in summary.get("processes") or []:
         length = p.get("length_ns")
         lines.append(
@@ -140,20 +165,34 @@ def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str
                     f"    {_ms(k.get('on_path_ns')):>14} {_ms(k.get('total_ns')):>14} "
                     f"{_ms(k.get('min_slack_ns')):>14}  x{k.get('count')} {str(k.get('name'))[:70]}"
                 )
+        calls = p.get("runtime_calls") or []
+        if calls:
+            lines.append("  runtime calls on the path:")
+            for c in calls[:5]:
+                pct = fnum(c.get("pct"), "6.2f", "%")
+                lines.append(f"    {_ms(c.get('ns')):>14}  {pct}  {c.get('name')}")
         wis = p.get("what_if") or []
         if wis:
             lines.append("  what-if (re-timed DAG; Amdahl's law on summed time beside it):")
+            note = _host_idle_note(p)
+            if note:
+                lines.append(f"    ({note})")
             for w in wis:
                 am = w.get("amdahl_saved_ns")
                 am_pct = 100.0 * am / length if isinstance(am, int) and length else None
                 lines.append(
-                    f"    {w.get('label') or w.get('spec')}: {_ms(w.get('new_length_ns'))}, saves "
-                    f"{fnum(w.get('saved_pct'), '.2f', '%')} (Amdahl {fnum(am_pct, '.2f', '%')}; "
-                    f"{w.get('matched')} matched)"
+                    f"    {w.get('label') or w.get('spec')}: {_ms(w.get('new_length_ns'))}, "
+                    f"{_saves(w)} (Amdahl {fnum(am_pct, '.2f', '%')}; "
+                    f"{w.get('matched')} matched"
+                    + (": nothing matched the pattern" if not w.get("matched") else "")
+                    + ")"
                 )
         segs = sorted(p.get("segments") or [], key=lambda s: -(s.get("dur_ns") or 0))[:segments]
         if segs:
-            lines.append(f"  longest path segments (of {p.get('segments_total')}):")
+            lines.append(
+                f"  longest path segments (of {p.get('segments_total')}), in time order: "
+                "start (from the region start), duration, kind, where, event"
+            )
             for s in sorted(segs, key=lambda s: s.get("start_ns") or 0):
                 flag = " (unexplained)" if s.get("unexplained") else ""
                 if s.get("meanwhile"):
