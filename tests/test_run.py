@@ -137,6 +137,7 @@ def test_a_bundle_folder_without_files_is_removed_and_said_so(
     read_only = OSError(errno.EROFS, "Read-only file system")
     # session.json has one writer: on a read-only file system it is what fails first
     monkeypatch.setattr("aaco.pipeline.save_session", _fails_with(read_only))
+    monkeypatch.setattr("aaco.session.salvage.save_session", _fails_with(read_only))
     with pytest.raises(RuntimeError, match="planted bug") as info:
         run_model(opts)
     (warning,) = attached_warnings(info.value)
