@@ -9,10 +9,25 @@ Typical use from Python::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from aaco.errors import AacoError, BundleError, InputError, RunError, UsageError
-from aaco.session.bundle import Session
+
+if TYPE_CHECKING:
+    from aaco.session.bundle import Session
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Session pulls in pyarrow (~0.15 s): loaded when first used, so `aaco --version` and
+    # `aaco --help` answer without it
+    if name == "Session":
+        from aaco.session.bundle import Session
+
+        return Session
+    raise AttributeError(f"module 'aaco' has no attribute {name!r}")
+
 
 __all__ = [
     "AacoError",

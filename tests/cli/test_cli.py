@@ -426,3 +426,36 @@ def test_sigterm_publishes_a_failed_bundle_and_kills_the_worker(tmp_path: Path) 
     assert s.status == "failed" and "interrupted" in (s.error or {}).get("message", "")
     time.sleep(0.5)
     assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+
+
+def test_every_command_is_listed_with_its_own_help_without_loading_it() -> None:
+    """`aaco --help` lists the commands from aaco.cli.COMMANDS without importing their
+    modules: each listed line must be the start of the command's real short help, and every
+    command the table names must load."""
+    import importlib
+
+    import click
+
+    from aaco.cli import COMMANDS, app
+
+    for name, (module, attr, listed) in COMMANDS.items():
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), name
+        real = command.get_short_help_str(limit=1000)
+        assert real.startswith(listed.removesuffix("...")), (name, listed, real)
+        assert app.get_command(click.Context(app), name) is command
+    proc = aaco("--help")
+    assert proc.returncode == 0
+    assert all(name in proc.stdout for name in COMMANDS)
+
+
+def test_help_and_version_import_no_heavy_module() -> None:
+    code = (
+        "import sys; from aaco.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('pyarrow', 'numpy', 'onnx', 'scipy', 'jinja2', 'onnxruntime') "
+        "if m in sys.modules]\nprint(heavy)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[]"), proc.stdout

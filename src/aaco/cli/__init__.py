@@ -12,6 +12,7 @@ they share in :mod:`aaco.cli._common`; this module assembles :data:`app` and run
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -20,54 +21,107 @@ import traceback
 import click
 
 from aaco import __version__
-from aaco.cli import (
-    diff,
-    importing,
-    llm,
-    machine,
-    models,
-    profile,
-    report,
-    rerun,
-    run,
-    sessions,
-    web,
-)
 from aaco.cli._common import CONTEXT, classify, err, fail, terminate
 from aaco.errors import attached_warnings
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
+
+#: every command: name -> (module, attribute, the one-line help `aaco --help` lists). The
+#: modules load only when their command runs, so `aaco --help` and `aaco --version` import
+#: none of them (nor pyarrow, onnx, scipy ...); tests/cli/test_cli.py checks each line
+#: against the command's own help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("aaco.cli.run", "run", "Profile a model: warmup, measured iterations, operator..."),
+    "profile": (
+        "aaco.cli.profile", "profile",
+        "Run any command and turn it into a session bundle: wall time...",
+    ),
+    "rerun": (
+        "aaco.cli.rerun", "rerun", "Run SESSION's measurement again into a new bundle: the same...",
+    ),
+    "report": (
+        "aaco.cli.report", "report",
+        "Show a session's report in the terminal, as JSON, or as one...",
+    ),
+    "analyze": (
+        "aaco.cli.report", "analyze", "Recompute a bundle's roofline, critical path, bottleneck...",
+    ),
+    "export": ("aaco.cli.report", "export_app", "Export a session to other tools' formats."),
+    "import": (
+        "aaco.cli.importing", "import_command",
+        "Import kernel traces captured elsewhere (rocprofv3, rocprof,...",
+    ),
+    "calibrate": (
+        "aaco.cli.machine", "calibrate",
+        "Measure this machine's peak FLOP/s and memory bandwidth...",
+    ),
+    "info": (
+        "aaco.cli.machine", "info",
+        "Show this machine: CPU, memory, GPUs, onnxruntime providers,...",
+    ),
+    "doctor": (
+        "aaco.cli.machine", "doctor",
+        "Check this machine's readiness for stable measurement, with...",
+    ),
+    "ls": (
+        "aaco.cli.sessions", "ls_command",
+        "List sessions: time, model, backend, batch, p50, status.",
+    ),
+    "history": (
+        "aaco.cli.sessions", "history",
+        "Sessions of each configuration over time, with detected...",
+    ),
+    "check": (
+        "aaco.cli.sessions", "check",
+        "Check a session against SLA rules (p99_ms <= 12, throughput...",
+    ),
+    "baseline": (
+        "aaco.cli.sessions", "baseline_app",
+        "Named baselines to diff against (stored under the sessions...",
+    ),
+    "diff": ("aaco.cli.diff", "diff", "Did SESSION regress against BASELINE? Writes..."),
+    "models": ("aaco.cli.models", "models_app", "Built-in and registered models."),
+    "llm": (
+        "aaco.cli.llm", "llm_app",
+        "LLM inference: serving benchmarks and ONNX decoder generation.",
+    ),
+    "serve": ("aaco.cli.web", "serve", "REST API over a sessions root (FastAPI; schema at..."),
+    "dashboard": (
+        "aaco.cli.web", "dashboard",
+        "Web dashboard: sessions with filters, reports, comparisons,...",
+    ),
+}  # fmt: skip
 
 
-@click.group(context_settings=CONTEXT)
+class _LazyGroup(click.Group):
+    """A group whose commands load on first use (click's documented lazy-loading pattern),
+    listing them in `--help` from :data:`COMMANDS` without importing their modules."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        known = super().get_command(ctx, cmd_name)
+        if known is not None or cmd_name not in COMMANDS:
+            return known
+        module, attr, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), attr)
+        if not isinstance(command, click.Command):  # pragma: no cover - a wrong table entry
+            raise TypeError(f"{module}:{attr} is not a click command")
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings=CONTEXT)
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.version_option(__version__, "--version", prog_name="aaco", message="%(prog)s %(version)s")
 def app(debug: bool) -> None:
     """AACO, the AI Compute Observatory: where the time of an AI inference went, and why."""
-
-
-for _command in (
-    run.run,
-    profile.profile,
-    rerun.rerun,
-    report.report,
-    report.analyze,
-    report.export_app,
-    importing.import_command,
-    machine.calibrate,
-    machine.info,
-    machine.doctor,
-    sessions.ls_command,
-    sessions.history,
-    sessions.check,
-    sessions.baseline_app,
-    diff.diff,
-    models.models_app,
-    llm.llm_app,
-    web.serve,
-    web.dashboard,
-):
-    app.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from aaco.errors import AacoError, RunError
-from aaco.session.bundle import Session
+
+if TYPE_CHECKING:  # the bundle module imports pyarrow: not for `aaco --help`
+    from aaco.session.bundle import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
