@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _sps() -> Any:
+    """scipy.stats, imported when first needed: it takes ~0.5-1 s to import, and most
+    commands never reach a statistical test."""
+    from scipy import stats
+
+    return stats
+
 
 DEFAULT_WINDOW = 50
 DEFAULT_MAX_P = 0.001
@@ -86,7 +94,7 @@ def segment_p_value(left: np.ndarray[Any, Any], right: np.ndarray[Any, Any]) -> 
         return 1.0
     if float(left.std()) == 0.0 and float(right.std()) == 0.0:
         return 1.0 if float(left.mean()) == float(right.mean()) else 0.0
-    p = float(sps.ttest_ind(left, right, equal_var=True).pvalue)
+    p = float(_sps().ttest_ind(left, right, equal_var=True).pvalue)
     return 1.0 if math.isnan(p) else p
 
 

@@ -21,7 +21,15 @@ from typing import Any
 from warnings import catch_warnings, simplefilter
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _sps() -> Any:
+    """scipy.stats, imported when first needed: it takes ~0.5-1 s to import, and most
+    commands never reach a statistical test."""
+    from scipy import stats
+
+    return stats
+
 
 #: quantiles every comparison estimates; the verdict uses the gating subset
 QUANTILES: dict[str, float] = {
@@ -634,7 +642,7 @@ def compare(
         # nearly constant series (a scripted or quantised figure) warn of precision loss;
         # Welch is reported for reference only, so its accuracy there does not matter
         simplefilter("ignore", RuntimeWarning)
-        t = sps.ttest_ind(b, a, equal_var=False)
+        t = _sps().ttest_ind(b, a, equal_var=False)
     t_stat, p_val = float(t.statistic), float(t.pvalue)
     if math.isnan(p_val):  # two constant series
         t_stat, p_val = 0.0, 1.0
@@ -683,7 +691,7 @@ def welch_flags_regression(
     """The original design's rule: Welch's t-test p < alpha and a slower mean (runs pooled)."""
     a = np.concatenate(as_runs(baseline))
     b = np.concatenate(as_runs(session))
-    t = sps.ttest_ind(b, a, equal_var=False)
+    t = _sps().ttest_ind(b, a, equal_var=False)
     return bool(float(t.pvalue) < alpha and b.mean() > a.mean())
 
 
@@ -699,7 +707,7 @@ def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
     if a.size < 20 or float(a.std()) == 0.0:
         return 1
     try:
-        kde = sps.gaussian_kde(a, bw_method="silverman")
+        kde = _sps().gaussian_kde(a, bw_method="silverman")
     except (np.linalg.LinAlgError, ValueError):
         return 1
     lo, hi = float(a.min()), float(a.max())

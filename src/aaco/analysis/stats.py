@@ -13,7 +13,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats as sps
+
+
+def _sps() -> Any:
+    """scipy.stats, imported when first needed: it takes ~0.5-1 s to import, and most
+    commands never reach a statistical test."""
+    from scipy import stats
+
+    return stats
+
 
 NOISE_COV_THRESHOLD = 0.10
 TREND_P_THRESHOLD = 0.001
@@ -108,7 +116,7 @@ def trend(latencies_ms: Sequence[float] | np.ndarray[Any, Any]) -> Trend | None:
     n = int(x.size)
     if n < MIN_TREND_SAMPLES:
         return None
-    res = sps.kendalltau(np.arange(n), x)
+    res = _sps().kendalltau(np.arange(n), x)
     tau = float(res.statistic)
     p = float(res.pvalue)
     q = max(1, n // 4)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from aaco import __version__
 from aaco.analysis import telemetry
@@ -58,6 +57,15 @@ from aaco.report.regress import verdict_line
 from aaco.session.bundle import Session, iter_sessions, utc_now_iso
 from aaco.session.paths import SERVING_SUMMARY_FILE
 from aaco.session.schema import GPU_TELEMETRY, SYSTEM_EVENTS
+
+
+def _sps() -> Any:
+    """scipy.stats, imported when first needed: it takes ~0.5-1 s to import, and most
+    commands never reach a statistical test."""
+    from scipy import stats
+
+    return stats
+
 
 __all__ = ["DEFAULT_GATES", "diff_serving", "parse_serving_gates", "serving_history"]
 
@@ -568,8 +576,8 @@ class _Failures:
             [self.failed_b, self.measured_b - self.failed_b],
             [self.failed_a, self.measured_a - self.failed_a],
         ]
-        up = float(sps.fisher_exact(table, alternative="greater").pvalue)
-        down = float(sps.fisher_exact(table, alternative="less").pvalue)
+        up = float(_sps().fisher_exact(table, alternative="greater").pvalue)
+        down = float(_sps().fisher_exact(table, alternative="less").pvalue)
         return GateTest(
             "failed_fraction",
             p_regression=min(1.0, up),
