@@ -713,12 +713,8 @@ def _build(
     same = (np.diff(dev_k[sorder]) == 0) & (np.diff(str_k[sorder]) == 0)
     prev, nxt = so[:-1][same], so[1:][same]
     firsts = so[np.concatenate([[True], ~same])] if len(so) else so
-    lasts_by_start = so[np.concatenate([~same, [True]])] if len(so) else so
 
     # launch edges by correlation id
-    launch_edges_u: list[int] = []
-    launch_edges_v: list[int] = []
-    launch_ref: list[int] = []
     ok = gpu.corr[gidx] != _NULL
     hcorr = host.corr[hidx]
     has = hcorr != _NULL
@@ -743,7 +739,6 @@ def _build(
     stats["launch_links_from_call_start"] = int((~from_end & ~skew).sum())
     stats["clock_skew_dropped"] = int(skew.sum())
     b.edges(src[~skew], g_start[lk[~skew]], _E_LAUNCH, _EK["launch_delay"], ref_gpu=lk[~skew])
-    del launch_edges_u, launch_edges_v, launch_ref
 
     # fifo edges (an overlap on one stream cannot order them: the later one keeps its others)
     fifo_ok = gpu.end[prev] <= gpu.start[nxt]
@@ -753,7 +748,6 @@ def _build(
     followed = np.zeros(len(gpu.start), dtype=bool)
     followed[prev[fifo_ok]] = True
     lasts = gidx[~followed[gidx]]
-    del lasts_by_start
     b.edges(
         g_end[prev[fifo_ok]],
         g_start[nxt[fifo_ok]],
@@ -916,12 +910,9 @@ def _build(
     # region edges: S -> each chain's first instant, each chain's last instant -> T
     firsts_h = np.array([c[0][0] for c in chains], dtype=np.int64)
     lasts_h = np.array([c[0][-1] for c in chains], dtype=np.int64)
-    b.edges(firsts_h, np.full(len(firsts_h), -2), _E_REGION, _EK["idle_gap"])  # placeholder u/v
+    b.edges(np.full(len(firsts_h), s_node), firsts_h, _E_REGION, _EK["idle_gap"])
     t_node = int(b.nodes(np.array([r1]), _R_T)[0])
     arr = b.arrays()
-    # fix the placeholder: S -> firsts
-    ph = arr["v"] == -2
-    arr["u"][ph], arr["v"][ph] = s_node, firsts_h
     extra_u = [np.full(len(firsts), s_node), lasts_h, g_end[lasts]]
     extra_v = [g_start[firsts], np.full(len(lasts_h), t_node), np.full(len(lasts), t_node)]
     un = [np.ones(len(firsts), dtype=bool), np.zeros(len(lasts_h), dtype=bool),

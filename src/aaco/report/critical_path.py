@@ -127,6 +127,15 @@ def critical_path_rows(cp: Any) -> list[Row]:
     return rows
 
 
+def _shares(title: str, rows: Any, key: str, limit: int) -> list[str]:
+    """A titled list of ``{key, ns, pct}`` rows: time, share, name."""
+    rows = [r for r in rows or [] if isinstance(r, dict)][:limit]
+    out = [f"  {title}:"] if rows else []
+    for r in rows:
+        out.append(f"    {_ms(r.get('ns')):>14}  {fnum(r.get('pct'), '6.2f', '%')}  {r.get(key)}")
+    return out
+
+
 def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str]:
     """``aaco analyze critical-path``: every process's path, categories, operators, kernels
     with slack, what-ifs and the longest segments."""
@@ -151,12 +160,7 @@ def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str
             f"  unexplained wait: {_ms(p.get('unexplained_wait_ns'))} "
             f"({fnum(p.get('unexplained_wait_pct'), '.2f', '%')})"
         )
-        ops = p.get("by_operator") or []
-        if ops:
-            lines.append("  by operator:")
-            for o in ops[:10]:
-                pct = fnum(o.get("pct"), "6.2f", "%")
-                lines.append(f"    {_ms(o.get('ns')):>14}  {pct}  {o.get('operator')}")
+        lines += _shares("by operator", p.get("by_operator"), "operator", 10)
         ks = p.get("kernels") or []
         if ks:
             lines.append("  kernels (time on path, total, min slack):")
@@ -165,12 +169,7 @@ def critical_path_lines(summary: dict[str, Any], segments: int = 20) -> list[str
                     f"    {_ms(k.get('on_path_ns')):>14} {_ms(k.get('total_ns')):>14} "
                     f"{_ms(k.get('min_slack_ns')):>14}  x{k.get('count')} {str(k.get('name'))[:70]}"
                 )
-        calls = p.get("runtime_calls") or []
-        if calls:
-            lines.append("  runtime calls on the path:")
-            for c in calls[:5]:
-                pct = fnum(c.get("pct"), "6.2f", "%")
-                lines.append(f"    {_ms(c.get('ns')):>14}  {pct}  {c.get('name')}")
+        lines += _shares("runtime calls on the path", p.get("runtime_calls"), "name", 5)
         wis = p.get("what_if") or []
         if wis:
             lines.append("  what-if (re-timed DAG; Amdahl's law on summed time beside it):")

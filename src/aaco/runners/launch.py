@@ -70,7 +70,8 @@ def _log_tail(bundle_dir: Path, files: WorkerFiles, n: int = 3) -> str:
     return " | ".join(lines[-n:])[:400]
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
+def kill_process_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group a worker leads (its children too), then reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -199,9 +200,9 @@ def launch_worker(
                 raw_usage = _wait_with_usage(proc, timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill(proc)
+                kill_process_group(proc)
         except BaseException:
-            _kill(proc)
+            kill_process_group(proc)
             raise
         finally:
             for collector in running.values():

@@ -41,7 +41,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fnmatch
 import os
 import shlex
@@ -66,11 +65,11 @@ from aaco.analysis.stats import summarize_iterations
 from aaco.analysis.telemetry import summarize_system
 from aaco.collectors.base import COLLECTORS, Collector, sampling_period_ns
 from aaco.collectors.environment import capture_environment
-from aaco.diagnose import Analysis, default_analyses, diagnose_bundle
+from aaco.diagnose import diagnose_bundle
 from aaco.errors import UsageError
 from aaco.ingest import ingest_traces
 from aaco.report.publish import write_reports
-from aaco.runners.launch import worker_peak_rss
+from aaco.runners.launch import kill_process_group, worker_peak_rss
 from aaco.runners.profile_analysis import build_analysis
 from aaco.runners.rss import own_peak_rss_bytes, self_max_rss_bytes
 from aaco.session.bundle import (
@@ -507,7 +506,7 @@ class _Runner:
             if timer is not None:
                 timer.cancel()
             if proc.returncode is None:  # unwinding: never leave the command running
-                self._kill(proc)
+                kill_process_group(proc)
             # a signal from now on must not reach a process group whose id may be reused
             self.forwarder.pgid = None
             for collector in running.values():
@@ -583,14 +582,6 @@ class _Runner:
         flag.set()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait()
 
 
 class _Signals:
@@ -1021,25 +1012,12 @@ def _import_trace(writer: BundleWriter, meta: dict[str, Any], tracer: Tracer) ->
     meta["native_ops_rows"] = 0
 
 
-def profile_analyses() -> list[Analysis]:
-    """The analyses of :func:`aaco.diagnose.default_analyses` a model run gets, applied to a
-    profile bundle too (one whose ``kinds`` does not take ``run`` is left as it is)."""
-    return [
-        dataclasses.replace(a, kinds=(*a.kinds, KIND))
-        if "run" in a.kinds and KIND not in a.kinds
-        else a
-        for a in default_analyses()
-    ]
-
-
 def _finish(writer: BundleWriter, meta: dict[str, Any], opts: ProfileOptions) -> None:
     """The analyses (a completed session only, as for ``aaco run``), then ``analysis.json``."""
     save_session(writer.path, meta)
     if meta["status"] == STATUS_COMPLETED:
         try:
-            diagnose_bundle(
-                writer.path, auto_calibrate=opts.auto_calibrate, analyses=profile_analyses()
-            )
+            diagnose_bundle(writer.path, auto_calibrate=opts.auto_calibrate)
         except Exception as exc:  # an analysis failed: record it, keep the bundle
             add_failure(writer.path, "diagnose", f"{type(exc).__name__}: {exc}")
         meta["failures"] = read_json(writer.path / SESSION_FILE).get("failures", [])
