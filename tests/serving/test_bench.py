@@ -48,11 +48,12 @@ def test_known_ttft_and_itl(server: str, tmp_path: Path) -> None:
     assert s.status == "completed"
     p = _summary(s)["points"][0]
     assert p["requests"] == {"measured": 20, "ok": 20, "failed": 0}
-    # scripted: 30 ms to the first token, 5 ms per token (shared 2-core box: loose bounds;
-    # the 0.5 ms figures are bench/bench_llm_client.py's, in BENCHMARKS.md)
-    assert p["ttft_ms"]["p50"] == pytest.approx(30.0, abs=3.0)
-    assert p["tpot_ms"]["p50"] == pytest.approx(5.0, abs=0.5)
-    assert p["itl_ms"]["p50"] == pytest.approx(5.0, abs=0.5)
+    # scripted: 30 ms to the first token, 5 ms per token. Nothing can come sooner than the
+    # script (tight lower bounds); a loaded shared 2-core CI box only adds delay, so the upper
+    # bounds are loose (the 0.5 ms figures are bench/bench_llm_client.py's, in BENCHMARKS.md)
+    assert 29.0 <= p["ttft_ms"]["p50"] <= 45.0
+    assert 4.7 <= p["tpot_ms"]["p50"] <= 6.5
+    assert 4.5 <= p["itl_ms"]["p50"] <= 6.5
     assert p["tokens"]["usage"] == 20 * 16 == p["tokens"]["requested"]
     assert p["tokens"]["token_source"] == {"usage": 20}
     req = pq.read_table(s.path / "serving/requests.parquet")
@@ -128,7 +129,9 @@ def test_open_loop_keeps_its_schedule(server: str, tmp_path: Path) -> None:
 
 
 def test_sweep_stops_at_saturation_and_finds_the_knee(tmp_path: Path) -> None:
-    with start_process(Script(ttft=0.01, itl=0.004, max_concurrency=2)) as h:
+    # requests of ~130 ms: the client's own gap between one answer and the next send (a few
+    # ms on a loaded 2-core box) stays well under the 5 % saturation threshold
+    with start_process(Script(ttft=0.05, itl=0.01, max_concurrency=2)) as h:
         s = _bench(
             h.url,
             tmp_path,
