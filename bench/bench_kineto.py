@@ -23,6 +23,13 @@ Traces: the real ones given with ``--trace`` (default: the largest real Kineto t
 test data) are the headline; ``--generated-events N`` adds a seeded trace generated in
 Kineto's layout (``bench/gen_kineto_trace.py``), reported as generated (``0`` skips it).
 
+Scale: ``--scale 1,10,20`` adds, for each factor N, the headline real trace concatenated with
+itself N times (each copy's timestamps shifted past the previous copy's end, its correlation,
+External id and flow ids offset so that links stay within the copy), written uncompressed;
+``--hta-max-events`` skips HTA on traces above that size (HTA needs minutes and GBs there).
+AACO's own stage breakdown (``aaco import --timings``) of the median run is printed per
+trace.
+
 Agreement: HTA is run once more per trace with ``HTA_DISABLE_NS_ROUNDING=1`` (untimed) and its
 breakdown printed beside AACO's two figures from the bundle's ``metrics/derived_metrics.json``
 (``temporal_breakdown``: every kernel at Kineto's ns resolution; ``temporal_breakdown_hta``:
@@ -31,7 +38,7 @@ HTA's selection of kernels and its microsecond rounding, which should equal HTA'
 Usage::
 
     python bench/bench_kineto.py [--trace PATH ...] [--generated-events 216000] [--repeat 3]
-        [--hta-python PY] [--no-hta] [--json out.json]
+        [--scale 1,10,20] [--hta-max-events N] [--hta-python PY] [--no-hta] [--json out.json]
 """
 
 from __future__ import annotations
@@ -101,12 +108,80 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
         stdout, stderr = out.read().decode(), err.read().decode()
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} failed ({proc.returncode}): {stderr[-2000:]}")
-    return {"seconds": dt, "peak_mb": usage.ru_maxrss / 1024, "stdout": stdout}
+    return {
+        "seconds": dt,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
+
+
+_CONCAT_CHILD = r"""
+import gzip, json, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with (gzip.open(src, "rb") if src.endswith(".gz") else open(src, "rb")) as f:
+    doc = json.load(f)
+events = doc.pop("traceEvents")
+def num(e, k):
+    v = e.get(k)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+ends = [num(e, "ts") + (num(e, "dur") or 0) for e in events if num(e, "ts") is not None]
+starts = [num(e, "ts") for e in events if num(e, "ts") is not None]
+span = int(max(ends) - min(starts)) + 1000
+ids = [0]
+for e in events:
+    a = e.get("args") or {}
+    for k in ("correlation", "External id"):
+        if isinstance(a.get(k), int):
+            ids.append(a[k])
+    if isinstance(e.get("id"), int):
+        ids.append(e["id"])
+off = max(ids) + 1
+with open(dst, "w") as out:
+    head = json.dumps(doc)[:-1]
+    out.write(head + (", " if doc else "") + '"traceEvents": [\n')
+    first = True
+    for c in range(n):
+        for e in events:
+            if c:
+                e = dict(e)
+                if num(e, "ts") is not None and e.get("ph") != "M":
+                    e["ts"] = e["ts"] + c * span
+                if isinstance(e.get("id"), int):
+                    e["id"] = e["id"] + c * off
+                a = e.get("args")
+                if isinstance(a, dict):
+                    a = dict(a)
+                    for k in ("correlation", "External id"):
+                        if isinstance(a.get(k), int) and a[k] > 0:
+                            a[k] = a[k] + c * off
+                    e["args"] = a
+            out.write(("" if first else ",\n") + json.dumps(e))
+            first = False
+    out.write("\n]}\n")
+"""
+
+
+def _parse_timings(stderr: str) -> list[tuple[str, float, float]]:
+    """``aaco import --timings`` lines: (indented label, seconds, peak RSS MiB)."""
+    out: list[tuple[str, float, float]] = []
+    if "timings (wall s" not in stderr:
+        return out
+    for line in stderr[stderr.index("timings (wall s") :].splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] == "MiB" and parts[-3] == "s":
+            label = line[: line.rindex(parts[-4])].rstrip()
+            out.append((label, float(parts[-4]), float(parts[-2])))
+        elif parts[:1] == ["total"]:
+            out.append(("total (after start-up)", float(parts[-2]), 0.0))
+    return out
 
 
 def _aaco_import(trace: Path, root: Path) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "aaco", "import", str(trace), "-o", str(root)]
-    r = _timed([*cmd, "--format", "none"])
+    r = _timed([*cmd, "--format", "none", "--timings"])
+    r["stages"] = _parse_timings(r.pop("stderr", ""))
     bundle = (root / "latest").resolve()
     session = json.loads((bundle / "session.json").read_text())
     needed = [
@@ -130,6 +205,7 @@ def _aaco_import(trace: Path, root: Path) -> dict[str, Any]:
 def _hta(python: Path, trace_dir: Path, exact: bool = False) -> dict[str, Any]:
     env = {"HTA_DISABLE_NS_ROUNDING": "1"} if exact else None
     r = _timed([str(python), "-c", _HTA_CHILD, str(trace_dir)], env)
+    r.pop("stderr", None)
     r.update(json.loads(r.pop("stdout").strip().splitlines()[-1]))
     return r
 
@@ -188,6 +264,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hta-python", type=Path)
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument(
+        "--scale", default="", help="factors N: the headline trace concatenated N times"
+    )
+    ap.add_argument(
+        "--hta-max-events", type=int, default=0, help="skip HTA above this many events (0: never)"
+    )
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
@@ -199,6 +281,15 @@ def main() -> None:
         cases: list[tuple[str, str, Path]] = []
         for t in a.trace or _default_traces():
             cases.append((t.name, "real", t))
+        heads = _default_traces()
+        for factor in [int(x) for x in a.scale.split(",") if x.strip()]:
+            if not heads:
+                sys.exit("--scale needs the headline trace (reference-data/kineto)")
+            path = Path(tmp) / f"concat{factor}" / f"rank-0-x{factor}.json"
+            path.parent.mkdir()
+            concat = [sys.executable, "-c", _CONCAT_CHILD, str(heads[0]), str(path), str(factor)]
+            subprocess.run(concat, capture_output=True, text=True, check=True)
+            cases.append((f"{heads[0].name} x{factor}", f"real x{factor} (concatenated)", path))
         if a.generated_events:
             # generated in a child: ru_maxrss survives fork+exec, so this process stays small
             path = Path(tmp) / "generated" / "rank-0.json"
@@ -245,6 +336,8 @@ def main() -> None:
                 for tool in order:
                     if tool == "aaco":
                         runs[name]["aaco"].append(_aaco_import(path, Path(tmp) / "sessions"))
+                    elif a.hta_max_events and events[name] > a.hta_max_events:
+                        continue
                     elif hta_py is not None:
                         runs[name]["hta"].append(_hta(hta_py, dirs[name]))
             print(f"round {r + 1}/{a.repeat} done", file=sys.stderr)
@@ -267,15 +360,23 @@ def main() -> None:
             print(
                 f"  aaco import (whole command): {' '.join(f'{s:.2f}' for s in sa)} s; "
                 f"median {statistics.median(sa):.2f} s = {n / statistics.median(sa):,.0f} "
-                f"events/s; peak RSS {_median(ra, 'peak_mb'):.0f} MB; bundle "
+                f"events/s; CPU {_median(ra, 'cpu_s'):.2f} s; peak RSS "
+                f"{_median(ra, 'peak_mb'):.0f} MB; bundle "
                 f"{ra[0]['bundle_files']} files, {ra[0]['bundle_mb']:.1f} MB"
             )
+            mid = sorted(ra, key=lambda x: x["seconds"])[len(ra) // 2]
+            if mid["stages"]:
+                print("  aaco stages of the median run (wall s, peak RSS MiB so far):")
+                for label, sec, mib in mid["stages"]:
+                    print(f"    {label:<44} {sec:7.3f} {mib:7.0f}")
             entry: dict[str, Any] = {
                 "kind": kind,
                 "events": n,
                 "aaco_seconds": sa,
                 "aaco_peak_mb": [x["peak_mb"] for x in ra],
                 "aaco_bundle_mb": ra[0]["bundle_mb"],
+                "aaco_cpu_s": [x["cpu_s"] for x in ra],
+                "aaco_stages_median_run": mid["stages"],
             }
             exact = None
             if rh:
@@ -284,7 +385,8 @@ def main() -> None:
                     f"  HTA load + temporal breakdown (whole process): "
                     f"{' '.join(f'{s:.2f}' for s in sh)} s; median "
                     f"{statistics.median(sh):.2f} s = {n / statistics.median(sh):,.0f} "
-                    f"events/s; peak RSS {_median(rh, 'peak_mb'):.0f} MB; in-process load "
+                    f"events/s; CPU {_median(rh, 'cpu_s'):.2f} s; peak RSS "
+                    f"{_median(rh, 'peak_mb'):.0f} MB; in-process load "
                     f"{_median(rh, 'load_s'):.2f} s + breakdown "
                     f"{_median(rh, 'breakdown_s'):.2f} s"
                 )

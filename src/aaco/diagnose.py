@@ -56,6 +56,7 @@ from aaco.session.paths import (
 )
 from aaco.session.records import save_session
 from aaco.session.schema import OP_COSTS, ROOFLINE
+from aaco.stages import stage as timed_stage
 
 __all__ = [
     "MODEL_RUN_KINDS",
@@ -103,7 +104,8 @@ class _Stages:
 
     def run(self, stage: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         try:
-            return fn(*args, **kw)
+            with timed_stage(f"analysis:{stage}"):
+                return fn(*args, **kw)
         except Exception as exc:  # one analysis failing must not lose the others
             self.failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
             return None
@@ -486,11 +488,13 @@ def _executed_costs(
     path: Path, ops: pa.Table, nodes: pa.Table | None, edges: pa.Table | None
 ) -> pa.Table:
     """Costs of the nodes ORT executed, with its optimized model's subgraphs when saved."""
-    # aaco.analysis.graph imports onnx (~0.2 s): only when the bundle has a model to read
-    from aaco.analysis.graph import load_model_proto
-
     optimized = path / OPTIMIZED_MODEL
-    model = load_model_proto(optimized) if optimized.is_file() else None
+    model = None
+    if optimized.is_file():
+        # aaco.analysis.graph imports onnx (~0.1 s): only when the bundle has a model to read
+        from aaco.analysis.graph import load_model_proto
+
+        model = load_model_proto(optimized)
     return executed_node_costs(ops, nodes, model, edges)
 
 

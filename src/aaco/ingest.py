@@ -1,9 +1,10 @@
 """Bring kernel traces into a session bundle: import, classify, attribute, measure, write.
 
 The import stage of the pipeline (:mod:`aaco.pipeline`): ``aaco import`` (traces captured
-elsewhere, into a new or an existing bundle: :func:`aaco.pipeline.import_new`,
-:func:`aaco.pipeline.import_into`) and
-``aaco run`` when it captures a trace itself (``--framework torch``, ``--profile kernels``).
+elsewhere, into a new or an existing bundle: :func:`import_new`, :func:`import_into`, which
+also run the analyses and render the reports, and need none of the runners: an import does
+not load onnx or the model runners) and ``aaco run`` when it captures a trace itself
+(``--framework torch``, ``--profile kernels``). :mod:`aaco.pipeline` re-exports them.
 
 The steps are the pipeline of this issue, each a pure analyzer over tables:
 :func:`aaco.importers.registry.import_paths` -> :func:`aaco.analysis.kernels.classify_table`
@@ -18,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,25 +29,37 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aaco import __version__
 from aaco.analysis.att import classify_instructions
 from aaco.analysis.attribution import attribute_kernels, attribution_summary, kernel_groups
 from aaco.analysis.kernels import classify_table
 from aaco.analysis.timeline import derived_metrics
+from aaco.diagnose import diagnose_bundle
+from aaco.errors import InputError, UsageError
 from aaco.importers._lenient import OddValues, summary_line
 from aaco.importers.base import TABLE_FIELDS, TraceTables
 from aaco.importers.ort_profile import SOURCE as ORT_PROFILE_SOURCE
 from aaco.importers.registry import import_paths
+from aaco.report.publish import write_reports
 from aaco.session.bundle import (
+    FORMAT_VERSION,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+    BundleWriter,
+    Session,
     atomic_write_json,
     utc_now_iso,
     write_table,
 )
+from aaco.session.fingerprint import file_sha256
 from aaco.session.paths import (
     ATTRIBUTION_SUMMARY_FILE,
     DERIVED_METRICS_FILE,
     IMPORT_META_FILE,
 )
+from aaco.session.records import add_failure, save_session
 from aaco.session.schema import KERNEL_GROUPS, OP_KERNEL_MAP, TABLES
+from aaco.stages import stage
 
 __all__ = [
     "TRACE_TABLES",
@@ -110,9 +124,6 @@ def _float_timestamps(meta: dict[str, Any]) -> bool:
 
 
 def _file_facts(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    # aaco.analysis.graph imports onnx (~0.2 s), which an import of traces does not need
-    from aaco.analysis.graph import file_sha256
-
     out = []
     for p in paths:
         files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
@@ -191,13 +202,17 @@ def ingest_traces(
     before anything is written.
     """
     t0 = time.perf_counter()
-    tables = import_paths(paths)
+    with stage("read"):
+        tables = import_paths(paths)
     existing = _existing_ops(bundle_dir)
     if existing is not None and keep_ops_rows is not None:
         existing = existing.slice(0, keep_ops_rows)  # drop the rows a replaced import added
-    analyzed = analyze_trace(tables, graph_node_count=graph_node_count)
-    _write_analyzed(bundle_dir, analyzed, existing)
-    record = _import_record(paths, analyzed, time.perf_counter() - t0)
+    with stage("attribution"):
+        analyzed = analyze_trace(tables, graph_node_count=graph_node_count)
+    with stage("write tables"):
+        _write_analyzed(bundle_dir, analyzed, existing)
+    with stage("file hashes"):
+        record = _import_record(paths, analyzed, time.perf_counter() - t0)
     atomic_write_json(bundle_dir / IMPORT_META_FILE, record)
     return record
 
@@ -228,3 +243,127 @@ def _existing_ops(bundle_dir: Path) -> pa.Table | None:
     if not f.is_file():
         return None
     return TABLES["ops"].conform(pq.read_table(f))
+
+
+# -- aaco import, aaco analyze: the same stages from import / from the analyses -------------
+
+
+def _session_node_count(session: Session) -> int | None:
+    meta = session.model_meta or {}
+    count = meta.get("node_count")
+    return int(count) if isinstance(count, int) else None
+
+
+def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
+    """``aaco import --into``: add traces to an existing bundle (import → analyses →
+    render); refuses to mix two imports unless ``replace``."""
+    session = Session.load(session_dir)
+    if session.meta.get("imports") and not replace:
+        raise UsageError(
+            f"{session.path}: already holds an imported trace; pass --replace to replace it"
+        )
+    meta = dict(session.meta)
+    if "native_ops_rows" not in meta:
+        ops = session.ops()
+        meta["native_ops_rows"] = 0 if ops is None else ops.num_rows
+    with stage("ingest"):
+        record = ingest_traces(
+            session.path,
+            paths,
+            graph_node_count=_session_node_count(session),
+            keep_ops_rows=int(meta["native_ops_rows"]),
+        )
+    if replace:
+        meta["imports"] = []
+    meta.setdefault("imports", []).append(
+        {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
+    )
+    save_session(session.path, meta)
+    with stage("analyses"):
+        analyze(session.path)
+    with stage("reports"):
+        write_reports(session.path)
+    return Session.load(session.path)
+
+
+def import_new(
+    paths: Sequence[Path], output: Path, *, tag: str | None = None, argv: list[str] | None = None
+) -> Session:
+    """``aaco import``: a new bundle under the sessions root ``output`` holding only the
+    traces (import → analyses → publish → render)."""
+    if not paths:
+        raise UsageError("give at least one trace file or directory to import")
+    for p in paths:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such file or directory")
+    writer = BundleWriter(output)
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "aaco_version": __version__,
+        "session_id": writer.session_id,
+        "kind": "import",
+        "created_utc": utc_now_iso(),
+        "finished_utc": None,
+        "status": STATUS_FAILED,
+        "error": None,
+        "tag": tag,
+        "command_line": list(argv if argv is not None else sys.argv),
+        "model": {"name": None, "path": None, "source": "import"},
+        "backend": {"name": None, "provider": None},
+        "run": {"framework": None, "profile": "imported"},
+        "failures": [],
+    }
+    try:
+        with stage("ingest"):
+            record = ingest_traces(writer.path, paths)
+    except BaseException:
+        writer.discard()
+        raise
+    meta["status"] = STATUS_COMPLETED
+    meta["finished_utc"] = utc_now_iso()
+    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
+    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
+    meta["run"]["framework"] = _framework(record)
+    names = [Path(p).name for p in paths]
+    meta["model"] = {
+        "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
+        "path": str(Path(paths[0]).resolve()),
+        "source": "import",
+    }
+    meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
+    save_session(writer.path, meta)
+    with stage("analyses"):
+        analyze(writer.path)
+    final = writer.publish()
+    with stage("reports"):
+        write_reports(final)
+    return Session.load(final)
+
+
+def _framework(record: dict[str, Any]) -> str | None:
+    tools = {str(s.get("tool")) for s in record.get("sources", []) if s.get("tool")}
+    return ", ".join(sorted(tools)) or None
+
+
+def analyze(bundle: Path, auto_calibrate: bool | None = None) -> bool:
+    """The analyses stage: every analysis of :func:`aaco.diagnose.default_analyses` over the
+    bundle folder ``bundle`` (staging or published). A failure is recorded in
+    ``session.json`` (stage ``diagnose``), never raised; returns whether they all ran."""
+    try:
+        diagnose_bundle(bundle, auto_calibrate=auto_calibrate)
+    except Exception as exc:  # an analysis failed: record it, keep the bundle
+        add_failure(bundle, "diagnose", f"{type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+def analyze_session(
+    path: Path, auto_calibrate: bool | None = None, what_if: Sequence[Any] = ()
+) -> Session:
+    """``aaco analyze``: run the analyses again over a published bundle (after a new
+    calibration, or a newer AACO) and re-render its report copies. ``what_if``:
+    :class:`aaco.analysis.critical_path.WhatIf` re-timings of the critical path."""
+    session = Session.load(path)
+    diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
+    write_reports(session.path)
+    return Session.load(session.path)

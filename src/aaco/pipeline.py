@@ -23,7 +23,7 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,8 @@ from aaco.analysis.telemetry import summarize_system
 from aaco.collectors.base import COLLECTORS, DEFAULT_COLLECTORS, Collector
 from aaco.collectors.environment import capture_environment
 from aaco.collectors.machine_state import check_machine
-from aaco.diagnose import diagnose_bundle
-from aaco.errors import InputError, UsageError
-from aaco.ingest import ingest_traces
+from aaco.errors import UsageError
+from aaco.ingest import analyze, analyze_session, import_into, import_new, ingest_traces
 from aaco.report.publish import write_reports
 from aaco.runners.base import (
     RUNNERS,
@@ -70,7 +69,7 @@ from aaco.session.paths import (
     MODEL_META_FILE,
     SESSION_FILE,
 )
-from aaco.session.records import add_failure, save_session
+from aaco.session.records import save_session
 from aaco.session.salvage import salvage
 from aaco.session.schema import (
     GPU_TELEMETRY,
@@ -596,121 +595,3 @@ def _analyze(
     # After the last analysis: the reports rendered from the bundle next are not counted.
     meta["aaco_process"] = {"max_rss_bytes": own_peak_rss_bytes()}
     save_session(writer.path, meta)
-
-
-# -- aaco import, aaco analyze: the same stages from import / from the analyses -------------
-
-
-def _session_node_count(session: Session) -> int | None:
-    meta = session.model_meta or {}
-    count = meta.get("node_count")
-    return int(count) if isinstance(count, int) else None
-
-
-def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
-    """``aaco import --into``: add traces to an existing bundle (import → analyses →
-    render); refuses to mix two imports unless ``replace``."""
-    session = Session.load(session_dir)
-    if session.meta.get("imports") and not replace:
-        raise UsageError(
-            f"{session.path}: already holds an imported trace; pass --replace to replace it"
-        )
-    meta = dict(session.meta)
-    if "native_ops_rows" not in meta:
-        ops = session.ops()
-        meta["native_ops_rows"] = 0 if ops is None else ops.num_rows
-    record = ingest_traces(
-        session.path,
-        paths,
-        graph_node_count=_session_node_count(session),
-        keep_ops_rows=int(meta["native_ops_rows"]),
-    )
-    if replace:
-        meta["imports"] = []
-    meta.setdefault("imports", []).append(
-        {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
-    )
-    save_session(session.path, meta)
-    analyze(session.path)
-    write_reports(session.path)
-    return Session.load(session.path)
-
-
-def import_new(
-    paths: Sequence[Path], output: Path, *, tag: str | None = None, argv: list[str] | None = None
-) -> Session:
-    """``aaco import``: a new bundle under the sessions root ``output`` holding only the
-    traces (import → analyses → publish → render)."""
-    if not paths:
-        raise UsageError("give at least one trace file or directory to import")
-    for p in paths:
-        if not Path(p).exists():
-            raise InputError(f"{p}: no such file or directory")
-    writer = BundleWriter(output)
-    meta: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "aaco_version": __version__,
-        "session_id": writer.session_id,
-        "kind": "import",
-        "created_utc": utc_now_iso(),
-        "finished_utc": None,
-        "status": STATUS_FAILED,
-        "error": None,
-        "tag": tag,
-        "command_line": list(argv if argv is not None else sys.argv),
-        "model": {"name": None, "path": None, "source": "import"},
-        "backend": {"name": None, "provider": None},
-        "run": {"framework": None, "profile": "imported"},
-        "failures": [],
-    }
-    try:
-        record = ingest_traces(writer.path, paths)
-    except BaseException:
-        writer.discard()
-        raise
-    meta["status"] = STATUS_COMPLETED
-    meta["finished_utc"] = utc_now_iso()
-    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
-    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
-    meta["run"]["framework"] = _framework(record)
-    names = [Path(p).name for p in paths]
-    meta["model"] = {
-        "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
-        "path": str(Path(paths[0]).resolve()),
-        "source": "import",
-    }
-    meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
-    save_session(writer.path, meta)
-    analyze(writer.path)
-    final = writer.publish()
-    write_reports(final)
-    return Session.load(final)
-
-
-def _framework(record: dict[str, Any]) -> str | None:
-    tools = {str(s.get("tool")) for s in record.get("sources", []) if s.get("tool")}
-    return ", ".join(sorted(tools)) or None
-
-
-def analyze(bundle: Path, auto_calibrate: bool | None = None) -> bool:
-    """The analyses stage: every analysis of :func:`aaco.diagnose.default_analyses` over the
-    bundle folder ``bundle`` (staging or published). A failure is recorded in
-    ``session.json`` (stage ``diagnose``), never raised; returns whether they all ran."""
-    try:
-        diagnose_bundle(bundle, auto_calibrate=auto_calibrate)
-    except Exception as exc:  # an analysis failed: record it, keep the bundle
-        add_failure(bundle, "diagnose", f"{type(exc).__name__}: {exc}")
-        return False
-    return True
-
-
-def analyze_session(
-    path: Path, auto_calibrate: bool | None = None, what_if: Sequence[Any] = ()
-) -> Session:
-    """``aaco analyze``: run the analyses again over a published bundle (after a new
-    calibration, or a newer AACO) and re-render its report copies. ``what_if``:
-    :class:`aaco.analysis.critical_path.WhatIf` re-timings of the critical path."""
-    session = Session.load(path)
-    diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
-    write_reports(session.path)
-    return Session.load(session.path)

@@ -171,3 +171,21 @@ def test_export_perfetto_plain_json_and_bad_session(tmp_path: Path) -> None:
     shutil.rmtree(session.path / "profiler")
     proc = aaco("export", "perfetto", "-s", str(session.path), "-o", str(tmp_path / "x.json"))
     assert proc.returncode == 0, proc.stderr  # a bundle without trace tables still exports
+
+
+def test_import_timings_name_every_stage(tmp_path: Path) -> None:
+    proc = aaco("import", str(KINETO_CPU), "--output", str(tmp_path / "s"), "--timings")
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr
+    assert "timings (wall s; peak RSS so far, MiB):" in err
+    lines = err[err.index("timings") :].splitlines()[1:]
+    names = [ln.split()[0] for ln in lines]
+    for name in ("ingest", "read", "attribution", "write", "analyses", "reports", "total"):
+        assert name in names, (name, err)
+    assert any(n.startswith("analysis:") for n in names) and "report:html" in names
+    total = float(lines[-1].split()[-2])
+    ingest = float(next(ln for ln in lines if ln.split()[0] == "ingest").split()[-4])
+    assert 0 < ingest <= total
+    # without the flag: nothing
+    proc = aaco("import", str(KINETO_CPU), "--output", str(tmp_path / "t"), "--format", "none")
+    assert "timings (wall s" not in proc.stderr

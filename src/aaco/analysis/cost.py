@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -1488,6 +1489,16 @@ def _mean_cost(calls: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def _value_codes(col: pa.ChunkedArray) -> tuple[np.ndarray[Any, Any], list[Any]]:
+    """Codes (int64) of a column's values and the distinct values, a null being one of them."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    enc = pc.dictionary_encode(arr, null_encoding="encode")
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return codes, enc.dictionary.to_pylist()
+
+
 def work_coverage(ops: pa.Table, work: pa.Table | None) -> dict[str, Any]:
     """How much of the profiled operator time has known work (FLOPs).
 
@@ -1515,35 +1526,50 @@ def work_coverage(ops: pa.Table, work: pa.Table | None) -> dict[str, Any]:
     if ops is None or not ops.num_rows:
         return empty
     excl = exclusive_ns(ops)
-    names = ops.column("node_name").to_pylist()
-    op_types = ops.column("op_type").to_pylist()
-    total = 0
-    known_ns = 0
-    unknown: dict[str, list[Any]] = {}
-    seen: set[str] = set()
-    for name, op, t in zip(names, op_types, excl.tolist(), strict=True):
-        total += t
-        seen.add(name)
-        if name in known:
-            known_ns += t
-        else:
-            u = unknown.setdefault(op or "", [0, set()])
-            u[0] += t
-            u[1].add(name)
-    ranked = sorted(unknown.items(), key=lambda kv: -kv[1][0])
+    # per distinct node name (null its own value) and op type: codes, then numpy sums
+    name_codes, name_values = _value_codes(ops.column("node_name"))
+    op_codes, op_values = _value_codes(ops.column("op_type"))
+    # a null op type and an empty one are one key, "" (as in the report)
+    keys: dict[str, int] = {}
+    key_of = np.asarray(
+        [keys.setdefault(v or "", len(keys)) for v in op_values],
+        dtype=np.int64,
+    )
+    key_names = list(keys)
+    op_codes = key_of[op_codes] if len(key_of) else op_codes
+    t = np.asarray(excl, dtype=np.int64)
+    total = int(t.sum())
+    known_name = np.fromiter((v in known for v in name_values), bool, len(name_values))
+    is_known = known_name[name_codes]
+    known_ns = int(t[is_known].sum())
+    # op types with unknown work, in the order of their first row (ties keep that order)
+    unk = np.flatnonzero(~is_known)
+    merged: dict[str, list[int]] = {}
+    if len(unk):
+        nk = len(key_names)
+        uop = op_codes[unk]
+        first_row = np.full(nk, len(t), dtype=np.int64)
+        np.minimum.at(first_row, uop, unk)
+        t_by_op = np.zeros(nk, dtype=np.int64)
+        np.add.at(t_by_op, uop, t[unk])
+        pairs = np.unique(uop * len(name_values) + name_codes[unk])
+        names_by_op = np.bincount(pairs // len(name_values), minlength=nk)
+        for code in sorted(np.unique(uop).tolist(), key=lambda c: int(first_row[c])):
+            merged[key_names[code]] = [int(t_by_op[code]), int(names_by_op[code])]
+    ranked = sorted(merged.items(), key=lambda kv: -kv[1][0])
     return {
         "time_ns": total,
         "time_ns_known": known_ns,
         "share_known": known_ns / total if total else None,
-        "nodes": len(seen),
-        "nodes_known": len(seen & known),
+        "nodes": len(name_values),
+        "nodes_known": int(known_name.sum()),
         "unknown_op_types": [
             {
                 "op_type": op,
-                "time_ns": t,
-                "time_share": t / total if total else None,
-                "nodes": len(ns),
+                "time_ns": op_ns,
+                "time_share": op_ns / total if total else None,
+                "nodes": n_nodes,
             }
-            for op, (t, ns) in ranked
+            for op, (op_ns, n_nodes) in ranked
         ],
     }

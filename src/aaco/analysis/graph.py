@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -37,6 +36,7 @@ import pyarrow as pa
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, TensorShapeProto, TypeProto
 
 from aaco.errors import InputError, UsageError
+from aaco.session.fingerprint import file_sha256
 from aaco.session.schema import GRAPH_EDGES, GRAPH_NODES
 
 __all__ = [
@@ -208,20 +208,6 @@ def check_external_data(model: ModelProto, model_path: Path) -> None:
             raise InputError(
                 f"{model_path}: its external weights file {f.name} is missing or unreadable"
             )
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of the file at ``path``, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    try:
-        with Path(path).open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- names

@@ -117,8 +117,8 @@ def analyze(
     """
     if ctx.invoked_subcommand is not None:
         return
-    # lazy: the pipeline imports the analyses (~60 ms)
-    from aaco.pipeline import analyze_session
+    # lazy: the analyses (~60 ms)
+    from aaco.ingest import analyze_session
 
     specs = _what_ifs(what_if)
     path = session_path(session, sessions)

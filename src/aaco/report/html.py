@@ -13,6 +13,7 @@ each phase's operator-type shares as stacked bars.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -452,13 +453,21 @@ def _regression(diff: Any) -> dict[str, Any]:
     }
 
 
+def _op_rows(session: Session, ops: pa.Table) -> list[dict[str, Any]]:
+    """Per-operator aggregates of the ranked rows, computed once per loaded session."""
+    rows: list[dict[str, Any]] = session.memo(
+        "html_op_rows", lambda: op_aggregates(report_ops(ops), "node_name").to_pylist()
+    )
+    return copy.deepcopy(rows)
+
+
 def _icicle(session: Session, report: dict[str, Any], names: OpNames) -> dict[str, Any] | None:
     """model -> op type -> op -> kernel (kernels only when attributed); operators named by
     their original ONNX node (``node``: the profiled name, on hover)."""
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return None
-    rows = op_aggregates(report_ops(ops), "node_name").to_pylist()
+    rows = _op_rows(session, ops)
     kmap = session.table("op_kernel_map")
     kernels_by_op: dict[str, list[dict[str, Any]]] = {}
     iterations = report.get("op_iterations") or 1
@@ -679,7 +688,7 @@ def _all_ops(session: Session) -> list[dict[str, Any]]:
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return []
-    rows = op_aggregates(report_ops(ops), "node_name").to_pylist()
+    rows = _op_rows(session, ops)
     return [
         {
             "name": o["node_name"],

@@ -5,6 +5,7 @@ Keys documented in docs/report-json.md are stable: later versions add keys, neve
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pyarrow as pa
@@ -221,7 +222,15 @@ def coverage_warnings(profile: dict[str, Any]) -> list[str]:
 
 
 def build_report(session: Session, top_n: int = TOP_N) -> dict[str, Any]:
-    """The ``aaco report --format json`` object (see docs/report-json.md)."""
+    """The ``aaco report --format json`` object (see docs/report-json.md).
+
+    Built once per loaded session (the JSON, text and HTML copies of one bundle share it);
+    each caller gets its own copy to edit."""
+    model = session.memo(f"report_model:{top_n}", lambda: _build_report(session, top_n))
+    return copy.deepcopy(model)
+
+
+def _build_report(session: Session, top_n: int) -> dict[str, Any]:
     meta = session.meta
     summary = session.summary or {}
     model_meta = session.model_meta or {}

@@ -18,6 +18,7 @@ from aaco.report.renderers import create_renderer
 from aaco.session.bundle import Session, atomic_write_bytes
 from aaco.session.paths import REPORT_DIR
 from aaco.session.records import add_failure
+from aaco.stages import stage
 
 __all__ = ["REPORT_COPIES", "write_reports"]
 
@@ -33,7 +34,8 @@ def write_reports(bundle: Path, formats: Sequence[str] = REPORT_COPIES) -> None:
         renderer = create_renderer(name, color=False)
         target = bundle / REPORT_DIR / f"report{renderer.output_file_extension}"
         try:
-            text = renderer.render(session)
+            with stage(f"report:{name}"):
+                text = renderer.render(session)
             data = text if isinstance(text, bytes) else text.encode()
             atomic_write_bytes(target, data)
         except Exception as exc:  # a report is a convenience copy; the data is already safe

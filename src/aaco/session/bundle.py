@@ -31,11 +31,11 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,6 +49,8 @@ from aaco.session.paths import (
     SESSION_FILE,
 )
 from aaco.session.schema import TABLES, TableSpec
+
+_T = TypeVar("_T")
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
@@ -199,6 +201,14 @@ class Session:
     def error(self) -> dict[str, Any] | None:
         err = self.meta.get("error")
         return err if isinstance(err, dict) else None
+
+    def memo(self, key: str, make: Callable[[], _T]) -> _T:
+        """``make()``, computed once per loaded bundle (a Session is a snapshot: what is
+        derived from its files stays true while it lives); ``key`` names the result."""
+        memo_key = f"memo:{key}"
+        if memo_key not in self._cache:
+            self._cache[memo_key] = make()
+        return self._cache[memo_key]  # type: ignore[no-any-return]
 
     def json_file(self, relpath: str) -> Any | None:
         """A JSON file of the bundle, or None when it is absent."""

@@ -29,6 +29,8 @@ Example::
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +60,15 @@ def load_device_table(path: Path | None = None) -> list[dict[str, Any]]:
         text = resources.files("aaco").joinpath("configs/devices.yaml").read_text()
     else:
         text = Path(path).read_text()
-    raw = yaml.safe_load(text) or {}
+    # parsed once per text (an import consults the table several times); a copy each call,
+    # so a caller that edits its entries never changes another's
+    return copy.deepcopy(_parse_device_table(text))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_device_table(text: str) -> list[dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw = yaml.load(text, Loader=loader) or {}  # a safe loader, the C one where built
     return [{"name": name, **entry} for name, entry in (raw.get("devices") or {}).items()]
 
 

@@ -18,9 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["fingerprint", "fingerprint_fields", "hardware_fingerprint"]
+from aaco.errors import InputError
+
+__all__ = ["file_sha256", "fingerprint", "fingerprint_fields", "hardware_fingerprint"]
 
 _GIB = 1 << 30
 
@@ -91,3 +94,17 @@ def hardware_fingerprint(env: Mapping[str, Any]) -> str:
         f"{g.get('vendor')}:{g.get('name')}" for g in gpus if isinstance(g, Mapping)
     )
     return fingerprint(hw)
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of the file at ``path``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
