@@ -633,3 +633,41 @@ def test_split_garbled_or_truncated_is_an_error(
     cut.write_bytes(bytes(data[:at]))
     with pytest.raises(InputError, match=r"cut\.json"):
         KinetoImporter(workers=2).read(cut)
+
+
+@pytest.mark.parametrize("layout", ["object", "array"])
+def test_gzip_split_between_two_processes_gives_same_tables(
+    cuda_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """A gzip trace is decompressed once and split like an uncompressed one: same tables."""
+    monkeypatch.setattr("aaco.importers.kineto.PARALLEL_MIN_BYTES", 0)
+    text = cuda_trace.read_bytes()
+    if layout == "array":
+        text = json.dumps(cuda_events(), indent=1).encode()
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(text))
+    serial = KinetoImporter(workers=1).read(path)
+    split = KinetoImporter(workers=2).read(path)
+    assert "workers" not in serial.meta and len(split.meta["workers"]) == 1
+    _same(serial, split)
+    assert split.meta["text_bytes"] == len(text)
+
+
+def test_gzip_split_falls_back_on_bad_or_large_text(
+    cuda_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("aaco.importers.kineto.PARALLEL_MIN_BYTES", 0)
+    packed = gzip.compress(cuda_trace.read_bytes())
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(InputError, match=r"cut\.json\.gz"):
+        KinetoImporter(workers=2).read(cut)
+    two = tmp_path / "two.json.gz"  # two gzip members: streamed by one process, read whole
+    raw = cuda_trace.read_bytes()
+    two.write_bytes(gzip.compress(raw[:100]) + gzip.compress(raw[100:]))
+    t = KinetoImporter(workers=2).read(two)
+    assert "workers" not in t.meta and t.kernels.num_rows == 2
+    monkeypatch.setattr("aaco.importers.kineto.GZIP_PARALLEL_MAX_BYTES", 64)
+    big = tmp_path / "big.json.gz"
+    big.write_bytes(packed)
+    assert "workers" not in KinetoImporter(workers=2).read(big).meta

@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import zlib
@@ -211,13 +212,17 @@ class ChromeJsonReader(Generic[T]):
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         expected: str = "a Chrome trace (JSON array of events or object with traceEvents)",
         span: tuple[int, int | None, bool] | None = None,
+        text: bytes | None = None,
     ) -> None:
         """``span`` = (start, stop, is_array) reads only the events between two byte offsets
         of an uncompressed file, for splitting one trace between processes: ``start`` > 0 is
         the ``{`` of an event (the header is not read; ``is_array`` gives the file's form),
         ``stop`` the offset just past an event's ``}`` (None: to the end of the file, whose
-        closing is checked as usual and whose trailing keys land in ``top``)."""
+        closing is checked as usual and whose trailing keys land in ``top``). ``text``: the
+        file's (decompressed) bytes already in memory, read instead of ``path`` (which
+        still names the file in errors); offsets of ``span`` are then offsets into it."""
         self.path = path
+        self.text = text
         self.span = span
         self._left: int | None = None
         self.decoder = decoder
@@ -232,6 +237,9 @@ class ChromeJsonReader(Generic[T]):
         return InputError(f"{self.path}: {why}; expected {self.expected}")
 
     def __iter__(self) -> Iterator[T]:
+        if self.text is not None:
+            yield from self._run(io.BytesIO(self.text))
+            return
         f = open_binary(self.path)
         # GzipFile(fileobj=...) does not close the file it wraps: close both
         inner = getattr(f, "fileobj", None)

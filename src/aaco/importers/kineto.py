@@ -39,6 +39,7 @@ import os
 import pickle
 import re
 import resource
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import chain
@@ -1110,23 +1111,48 @@ class KinetoImporter(Importer):
         if workers < 2 or not hasattr(os, "fork"):
             return False
         try:
-            if path.stat().st_size < PARALLEL_MIN_BYTES:
-                return False
+            size = path.stat().st_size
             with open(path, "rb") as f:
                 magic = f.read(2)
+                trailer = b""
+                if magic == b"\x1f\x8b" and size >= 18:
+                    f.seek(size - 4)
+                    trailer = f.read(4)
         except OSError:
             return False
-        return magic != b"\x1f\x8b"
+        if magic == b"\x1f\x8b":
+            # gzip: split the decompressed text when it is worth a fork and small enough to
+            # hold (else the serial reader streams it). The trailer's ISIZE (text length mod
+            # 2**32) is only the estimate: the decompression itself enforces the bound
+            text = int.from_bytes(trailer, "little") if len(trailer) == 4 else 0
+            return size <= GZIP_PARALLEL_MAX_BYTES and (
+                text >= PARALLEL_MIN_BYTES or size >= PARALLEL_MIN_BYTES
+            )
+        return size >= PARALLEL_MIN_BYTES
 
     def _read_split(self, path: Path) -> TraceTables | None:
         """Decode the second half of the file in a forked child while this process decodes
         the first; None (the caller then reads serially, which also gives the right error
-        for a bad file) when no split point is found or either half fails."""
-        size = path.stat().st_size
+        for a bad file) when no split point is found or either half fails. A gzip file is
+        decompressed into memory first (both processes then read the same bytes, the
+        child's a copy-on-write view), when its text is at most ``GZIP_PARALLEL_MAX_BYTES``
+        and at least ``PARALLEL_MIN_BYTES``."""
+        text: bytes | None = None
         with open(path, "rb") as f:
-            head = f.read(1 << 16).lstrip(b"\xef\xbb\xbf \t\r\n")
-            f.seek(size // 2)
-            window = f.read(4 << 20)
+            if f.read(2) == b"\x1f\x8b":
+                text = _gunzip_bounded(path, GZIP_PARALLEL_MAX_BYTES)
+                if text is None or len(text) < PARALLEL_MIN_BYTES:
+                    return None
+        if text is not None:
+            size = len(text)
+            head = text[: 1 << 16].lstrip(b"\xef\xbb\xbf \t\r\n")
+            window = text[size // 2 : size // 2 + (4 << 20)]
+        else:
+            size = path.stat().st_size
+            with open(path, "rb") as f:
+                head = f.read(1 << 16).lstrip(b"\xef\xbb\xbf \t\r\n")
+                f.seek(size // 2)
+                window = f.read(4 << 20)
         m = _SPLIT.search(window)
         if m is None or head[:1] not in (b"[", b"{"):
             return None
@@ -1137,12 +1163,12 @@ class KinetoImporter(Importer):
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             os.close(rfd)
-            _child(path, self.chunk_bytes, (second, None, is_array), wfd)
+            _child(path, self.chunk_bytes, (second, None, is_array), wfd, text)
         os.close(wfd)
         part: Any = None
         try:
             reader = ChromeJsonReader(
-                path, _DECODER, self.chunk_bytes, _EXPECTED, (0, stop, is_array)
+                path, _DECODER, self.chunk_bytes, _EXPECTED, (0, stop, is_array), text
             )
             col = _Collector(path)
             try:
@@ -1173,7 +1199,32 @@ class KinetoImporter(Importer):
 
 #: files smaller than this are read by one process (forking costs more than it saves)
 PARALLEL_MIN_BYTES = 8 << 20
+#: a gzip trace is split between two processes only when its text is at most this large:
+#: it is then held in memory whole (a larger one is streamed by one process)
+GZIP_PARALLEL_MAX_BYTES = 256 << 20
 _SPLIT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+
+
+def _gunzip_bounded(path: Path, limit: int) -> bytes | None:
+    """The decompressed text of a single-member gzip file, or None when it is longer than
+    ``limit``, corrupt, truncated or made of several members (the streaming reader then
+    reads it, and reports any error)."""
+    d = zlib.decompressobj(31)
+    out: list[bytes] = []
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                piece = d.decompress(block, limit + 1 - total)
+                total += len(piece)
+                out.append(piece)
+                if total > limit or d.unconsumed_tail or d.unused_data:
+                    return None
+    except (OSError, zlib.error):
+        return None
+    if not d.eof:
+        return None
+    return b"".join(out)
 
 
 def _rss_kb() -> int:
@@ -1195,7 +1246,13 @@ def _private_kb() -> int:
     return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("Private_"))
 
 
-def _child(path: Path, chunk_bytes: int, span: tuple[int, int | None, bool], wfd: int) -> None:
+def _child(
+    path: Path,
+    chunk_bytes: int,
+    span: tuple[int, int | None, bool],
+    wfd: int,
+    text: bytes | None = None,
+) -> None:
     """Forked worker: collect the events of ``span`` and write them, pickled, to ``wfd``.
 
     Leaves with ``os._exit`` (never returns into the parent's stack); any failure is sent
@@ -1204,7 +1261,7 @@ def _child(path: Path, chunk_bytes: int, span: tuple[int, int | None, bool], wfd
     code = 0
     try:
         start_kb = _rss_kb()
-        reader = ChromeJsonReader(path, _DECODER, chunk_bytes, _EXPECTED, span)
+        reader = ChromeJsonReader(path, _DECODER, chunk_bytes, _EXPECTED, span, text)
         col = _Collector(path)
         for events in reader:
             col.add(events)
