@@ -104,8 +104,7 @@ class _Stages:
 
     def run(self, stage: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         try:
-            with timed_stage(f"analysis:{stage}"):
-                return fn(*args, **kw)
+            return fn(*args, **kw)
         except Exception as exc:  # one analysis failing must not lose the others
             self.failures.append({"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:400]})
             return None
@@ -382,7 +381,8 @@ def diagnose_bundle(
     (``Analysis.kinds``: a serving benchmark has no model run to diagnose) is skipped
     quietly and named in the result's ``skipped``.
     """
-    d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate, what_if=tuple(what_if))
+    with timed_stage("load bundle"):
+        d = Diagnosis(path, Session.load(path), ceilings, auto_calibrate, what_if=tuple(what_if))
     kind = d.session.meta.get("kind") or "run"
     skipped: list[str] = []
     for analysis in default_analyses() if analyses is None else analyses:
@@ -395,7 +395,8 @@ def diagnose_bundle(
                 {"stage": analysis.name, "error": f"needs {', '.join(missing)}: not provided"}
             )
             continue
-        analysis.run(d)
+        with timed_stage(f"analysis:{analysis.name}"):
+            analysis.run(d)
     # bottleneck.json carries every stage's failures, so it is written after the last one
     if d.verdict is not None:
         d.verdict["failures"] = d.stages.failures
