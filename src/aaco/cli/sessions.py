@@ -18,7 +18,6 @@ from aaco.cli._common import (
     width,
 )
 from aaco.errors import BundleError, InputError, UsageError
-from aaco.session.bundle import Session
 
 
 @click.command("ls")
@@ -29,21 +28,21 @@ from aaco.session.bundle import Session
 @json_option("JSON lines instead of a table.")
 def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
     """List sessions: time, model, backend, batch, p50, status."""
-    # lazy: rich
-    from aaco.report.listing import render_sessions_table
-    from aaco.session.catalog import list_sessions
+    from aaco.session.catalog import list_sessions  # lazy: ~5 ms of start-up
 
     root = sessions_root(sessions)
     rows = list_sessions(root)
     if limit > 0:
         rows = rows[-limit:]
     if as_json:
-        for r in rows:
-            out(json.dumps(r))
+        if rows:  # JSON lines, written at once
+            out("\n".join(json.dumps(r) for r in rows))
         return
     if not rows:
         out(f"no sessions under {root}")
         return
+    from aaco.report.listing import render_sessions_table  # lazy: rich, the report modules
+
     out(render_sessions_table(rows, width=width(), color=color()))
 
 
@@ -111,6 +110,7 @@ def check(
     from aaco.regress.sla import check as run_check
     from aaco.regress.sla import load_rules
     from aaco.report.regress import render_check_terminal
+    from aaco.session.bundle import Session  # lazy: pyarrow, which `aaco ls` does without
 
     rules = load_rules(sla)
     s = Session.load(session_path(session, sessions))
@@ -146,6 +146,7 @@ def baseline_save(
     """Save SESSION(s) as baseline NAME."""
     # lazy: ~3 ms of start-up
     from aaco.regress.baseline import check_name, save_baseline
+    from aaco.session.bundle import Session  # lazy: pyarrow, which `aaco ls` does without
 
     check_name(name)
     runs = [Session.load(session_path(s, sessions)) for s in session_args or ("latest",)]

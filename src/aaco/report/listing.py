@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from aaco.report.terminal import fmt_bytes, fmt_ms, render_text
+from aaco.report.text import fmt_bytes, fmt_ms, render_text
 
 
 def _s(v: Any) -> str:

@@ -4,10 +4,9 @@ an in-process generation (``aaco llm run``), also its prefill and decode side by
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -44,30 +43,10 @@ from aaco.report.serving import (
     sweep_line,
     telemetry_line,
 )
+from aaco.report.text import fmt_bytes, fmt_ms, render_text
 from aaco.session.bundle import Session
 
 BAR_WIDTH = 16
-
-
-def fmt_ms(v: float | None) -> str:
-    """Milliseconds with 3 significant-ish digits; 'unknown' for missing values."""
-    if v is None:
-        return "unknown"
-    if v >= 100:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.3f}"
-    return f"{v:.4f}"
-
-
-def fmt_bytes(v: float | None) -> str:
-    if v is None:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{v:.1f} TiB"
 
 
 #: width from which operator tables add a column with ORT's own node name
@@ -500,20 +479,6 @@ def _warnings(r: dict[str, Any]) -> Text:
         txt.append("warning: ", style="bold yellow")
         txt.append(w + "\n")
     return txt
-
-
-def render_text(renderable: RenderableType, width: int = 110, color: bool = False) -> str:
-    """Render any rich renderable to a string (ANSI styles only when ``color``)."""
-    buf = io.StringIO()
-    Console(
-        file=buf,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-    ).print(renderable)
-    return buf.getvalue()
 
 
 def _kernel_parts(r: dict[str, Any], width: int) -> list[RenderableType]:

@@ -27,6 +27,7 @@ __all__ = [
     "GENERATION_FILE",
     "IMPORT_META_FILE",
     "INFERENCE_SUMMARY_FILE",
+    "LATEST",
     "LOG_FILE",
     "MODEL_META_FILE",
     "NSYS_DIR",
@@ -48,6 +49,11 @@ __all__ = [
     "TORCH_TRACES_DIR",
     "VERDICT_FILE",
 ]
+
+# -- the sessions root -------------------------------------------------------------------------
+#: the root's pointer to its newest bundle (a symlink, or a text file naming it); the same
+#: name as aaco.session.bundle.LATEST, here for readers of a root that need no bundle code
+LATEST = "latest"
 
 # -- the run ---------------------------------------------------------------------------------
 #: the bundle's metadata (format version, status, model, backend, run settings, failures)
