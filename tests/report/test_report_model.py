@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from aaco.report.model import coverage_warnings
-from aaco.report.terminal import bar, clip, fmt_bytes, fmt_ms
+from aaco.report.terminal import bar, clip
+from aaco.report.text import fmt_bytes, fmt_ms
 
 
 def test_coverage_warnings_explain_each_case() -> None:

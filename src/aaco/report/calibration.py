@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from aaco.report.terminal import render_text
+from aaco.report.text import render_text
 from aaco.session.calibration import Ceilings, quality_label
 
 __all__ = ["busy_note", "render_calibration", "render_calibrations"]

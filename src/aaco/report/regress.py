@@ -17,7 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from aaco.analysis.compare import INCONCLUSIVE, REGRESSION
-from aaco.report.terminal import ORT_NAME_WIDTH, fmt_ms
+from aaco.report.terminal import ORT_NAME_WIDTH
+from aaco.report.text import fmt_ms
 
 
 def verdict_line(diff: dict[str, Any]) -> str:
