@@ -44,6 +44,7 @@ from aaco.errors import BundleError, InputError
 from aaco.session.paths import (
     ENV_FILE,
     INFERENCE_SUMMARY_FILE,
+    LATEST,
     MODEL_META_FILE,
     ORT_CONFIG_FILE,
     SESSION_FILE,
@@ -54,7 +55,6 @@ _T = TypeVar("_T")
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = (1,)
-LATEST = "latest"
 # session.json fields whose type readers rely on; a bundle with another type is malformed
 _OBJECT_FIELDS = ("model", "backend", "run", "clock", "phases", "worker", "telemetry")
 #: env.json sections every reader takes for objects

@@ -51,8 +51,7 @@ __all__ = [
 ]
 
 # -- the sessions root -------------------------------------------------------------------------
-#: the root's pointer to its newest bundle (a symlink, or a text file naming it); the same
-#: name as aaco.session.bundle.LATEST, here for readers of a root that need no bundle code
+#: the root's pointer to its newest bundle (a symlink, or a text file naming it)
 LATEST = "latest"
 
 # -- the run ---------------------------------------------------------------------------------

@@ -9,13 +9,12 @@ from pathlib import Path
 from aaco.errors import attach_warning
 from aaco.session.bundle import (
     FORMAT_VERSION,
-    LATEST,
     STATUS_FAILED,
     BundleWriter,
     read_json,
     utc_now_iso,
 )
-from aaco.session.paths import SESSION_FILE
+from aaco.session.paths import LATEST, SESSION_FILE
 from aaco.session.records import save_session
 
 __all__ = ["salvage"]

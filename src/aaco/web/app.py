@@ -52,8 +52,9 @@ from aaco.regress.diff import DEFAULT_THRESHOLD, diff_sessions
 from aaco.regress.history import history as build_history
 from aaco.report.model import build_report
 from aaco.report.renderers import get_renderer_class
-from aaco.session.bundle import LATEST, Session, iter_sessions, resolve_latest
+from aaco.session.bundle import Session, iter_sessions, resolve_latest
 from aaco.session.catalog import list_sessions, session_row
+from aaco.session.paths import LATEST
 from aaco.session.schema import TABLES
 from aaco.web import pages
 
