@@ -41,7 +41,6 @@ from aaco.analysis.roofline import (
     node_roofline,
     roofline_summary,
 )
-from aaco.collectors.calibrate import auto_calibrate_enabled, first_run_calibration
 from aaco.session.bundle import Session, atomic_write_json, write_table
 from aaco.session.calibration import BACKEND_OF_PROVIDER
 from aaco.session.devices import env_gpu, identify, trace_gpus
@@ -192,6 +191,9 @@ def _roofline(d: Diagnosis) -> None:
         ceilings = stages.run("ceilings", _ceilings, env, backend, identity)
         has_work = costs is not None and costs.num_rows and ops is not None and ops.num_rows
         if ceilings is None and backend == "cpu" and has_work and _auto(d.auto_calibrate):
+            # lazy: the calibration's imports (psutil, importlib.metadata) only when it runs
+            from aaco.collectors.calibrate import first_run_calibration
+
             first = stages.run("calibration", first_run_calibration, env, backend)
             if first is not None:
                 ceilings, ceilings_note = first.ceilings, first.note
@@ -419,7 +421,11 @@ def diagnose_bundle(
 
 
 def _auto(flag: bool | None) -> bool:
-    return auto_calibrate_enabled() if flag is None else flag
+    if flag is not None:
+        return flag
+    from aaco.collectors.calibrate import auto_calibrate_enabled  # lazy, as above
+
+    return auto_calibrate_enabled()
 
 
 def _cache_bytes(ceilings: Any) -> int | None:

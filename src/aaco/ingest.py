@@ -48,6 +48,7 @@ from aaco.session.bundle import (
     BundleWriter,
     Session,
     atomic_write_json,
+    table_handoff,
     utc_now_iso,
     write_table,
 )
@@ -257,6 +258,11 @@ def _session_node_count(session: Session) -> int | None:
 def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
     """``aaco import --into``: add traces to an existing bundle (import → analyses →
     render); refuses to mix two imports unless ``replace``."""
+    with table_handoff():  # the analyses and reports get the tables just written
+        return _import_into(session_dir, paths, replace=replace)
+
+
+def _import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool) -> Session:
     session = Session.load(session_dir)
     if session.meta.get("imports") and not replace:
         raise UsageError(
@@ -282,8 +288,7 @@ def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = Fal
     with stage("analyses"):
         analyze(session.path)
     with stage("reports"):
-        write_reports(session.path)
-    return Session.load(session.path)
+        return write_reports(session.path)
 
 
 def import_new(
@@ -291,6 +296,13 @@ def import_new(
 ) -> Session:
     """``aaco import``: a new bundle under the sessions root ``output`` holding only the
     traces (import → analyses → publish → render)."""
+    with table_handoff():  # the analyses and reports get the tables just written
+        return _import_new(paths, output, tag=tag, argv=argv)
+
+
+def _import_new(
+    paths: Sequence[Path], output: Path, *, tag: str | None, argv: list[str] | None
+) -> Session:
     if not paths:
         raise UsageError("give at least one trace file or directory to import")
     for p in paths:
@@ -336,8 +348,7 @@ def import_new(
         analyze(writer.path)
     final = writer.publish()
     with stage("reports"):
-        write_reports(final)
-    return Session.load(final)
+        return write_reports(final)
 
 
 def _framework(record: dict[str, Any]) -> str | None:
@@ -364,6 +375,6 @@ def analyze_session(
     calibration, or a newer AACO) and re-render its report copies. ``what_if``:
     :class:`aaco.analysis.critical_path.WhatIf` re-timings of the critical path."""
     session = Session.load(path)
-    diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
-    write_reports(session.path)
-    return Session.load(session.path)
+    with table_handoff():
+        diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
+        return write_reports(session.path)

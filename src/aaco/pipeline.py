@@ -60,6 +60,7 @@ from aaco.session.bundle import (
     BundleWriter,
     Session,
     read_json,
+    table_handoff,
     utc_now_iso,
 )
 from aaco.session.paths import (
@@ -166,7 +167,8 @@ def run_model(opts: RunOptions) -> Session:
     plan = runner.plan(opts)
     writer = BundleWriter(opts.output)
     try:
-        return _run_into(writer, opts, runner, plan, tracer, collectors, capsule)
+        with table_handoff():  # the analyses and reports get the tables written here
+            return _run_into(writer, opts, runner, plan, tracer, collectors, capsule)
     except _UserFault as fault:
         # The user's model or options were at fault (found by the worker): no bundle.
         writer.discard()
@@ -328,8 +330,7 @@ def _run_into(
         _capture(writer, stage, tracer, opts.timeout_s)
     _analyze(writer, meta, stage, opts.auto_calibrate)
     writer.publish()
-    write_reports(writer.final_path)
-    return Session.load(writer.final_path)
+    return write_reports(writer.final_path)
 
 
 def _write_env(

@@ -189,3 +189,25 @@ def test_import_timings_name_every_stage(tmp_path: Path) -> None:
     # without the flag: nothing
     proc = aaco("import", str(KINETO_CPU), "--output", str(tmp_path / "t"), "--format", "none")
     assert "timings (wall s" not in proc.stderr
+
+
+def test_import_prints_the_report_it_rendered_for_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal (110 columns, no colour) the printed report is the bundle's copy, and
+    it is rendered once: printing it renders nothing again."""
+    from aaco.cli._common import print_report
+    from aaco.ingest import import_new
+    from aaco.report import terminal
+
+    session = import_new([KINETO_CPU], tmp_path / "s")
+
+    def no_second_render(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the terminal report was rendered twice")
+
+    monkeypatch.setattr(terminal, "render_report", no_second_render)
+    capsys.readouterr()
+    print_report(session, "terminal")
+    printed = capsys.readouterr().out
+    assert printed == (session.path / "report" / "report.txt").read_text()
+    assert "AACO session" in printed

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,59 @@ def test_bundle_files_honour_the_umask(tmp_path: Path) -> None:
         assert (target.stat().st_mode & 0o777) == bundle._FILE_MODE
     finally:
         os.umask(old)
+
+
+def test_table_handoff_skips_the_parquet_read_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """Inside table_handoff a table written is handed to a Session reading it back (also
+    after publishing renames the folder); outside, or once the file changed, it is read."""
+    import pyarrow.parquet as pq
+
+    from aaco.session import bundle as bundle_mod
+
+    reads: list[str] = []
+    real_read = pq.read_table
+
+    def counting_read(source: Any, *a: Any, **k: Any) -> Any:
+        reads.append(str(source))
+        return real_read(source, *a, **k)
+
+    monkeypatch.setattr(pq, "read_table", counting_read)
+    root = tmp_path / "sessions"
+    with bundle_mod.table_handoff():
+        with bundle_mod.table_handoff():  # nested: one scope, the outer one
+            path = _publish(root)
+        first = Session.load(path).iters()
+        assert reads == []  # handed over, not decoded again
+        assert first is not None and first.column("latency_ns").to_pylist() == [5, 6, 7]
+        # the file replaced behind AACO's back (another writer): read from disk
+        f = path / INFERENCE_ITERS.path
+        table = real_read(f)
+        os.unlink(f)
+        pq.write_table(table.slice(0, 2), f)
+        second = Session.load(path).iters()
+        assert len(reads) == 1 and second is not None and second.num_rows == 2
+    # the scope ended: its tables are released and every read decodes the file
+    assert bundle_mod._HANDOFF.get() is None
+    third = Session.load(_publish(root)).iters()
+    assert len(reads) == 2 and third is not None and third.num_rows == 3
+
+
+def test_rewriting_a_table_in_the_handoff_keeps_only_the_newest(tmp_path: Path) -> None:
+    from aaco.session import bundle as bundle_mod
+
+    t = INFERENCE_ITERS.from_columns(
+        {
+            "phase": ["measured"],
+            "iteration": [0],
+            "start_ns": [0],
+            "end_ns": [5],
+            "latency_ns": [5],
+            "preprocess_ns": [None],
+        }
+    )
+    f = tmp_path / "t.parquet"
+    with bundle_mod.table_handoff():
+        bundle_mod.write_table(f, t)
+        bundle_mod.write_table(f, t.slice(0, 0))
+        kept = bundle_mod._HANDOFF.get()
+        assert kept is not None and [x[1].num_rows for x in kept.values()] == [0]

@@ -26,10 +26,13 @@ __all__ = ["REPORT_COPIES", "write_reports"]
 REPORT_COPIES: tuple[str, ...] = ("json", "terminal", "html")
 
 
-def write_reports(bundle: Path, formats: Sequence[str] = REPORT_COPIES) -> None:
+def write_reports(bundle: Path, formats: Sequence[str] = REPORT_COPIES) -> Session:
     """Refresh the bundle's rendered reports (``report/``), one file per format (plain text
-    for the terminal one: no colour codes)."""
+    for the terminal one: no colour codes). Returns the bundle as a Session that keeps what
+    the rendering derived (the report model, the rendered copies), so a report printed
+    next from it is not built again."""
     session = Session.load(bundle)
+    failed = False
     for name in formats:
         renderer = create_renderer(name, color=False)
         target = bundle / REPORT_DIR / f"report{renderer.output_file_extension}"
@@ -40,3 +43,6 @@ def write_reports(bundle: Path, formats: Sequence[str] = REPORT_COPIES) -> None:
             atomic_write_bytes(target, data)
         except Exception as exc:  # a report is a convenience copy; the data is already safe
             add_failure(bundle, f"report_{renderer.name}", str(exc))
+            failed = True
+    # a failure recorded above changed session.json: the snapshot is stale then
+    return Session.load(bundle) if failed else session

@@ -654,8 +654,12 @@ class TerminalRenderer(Renderer):
         self.color = color
 
     def render(self, session: Session) -> str:
-        report = build_report(session)
-        return render_report(report, width=self.width, color=self.color)
+        # once per session, width and colour: the bundle's copy (110 columns, no colour) is
+        # also what ``aaco import`` prints off a terminal
+        return session.memo(
+            f"render:terminal:{self.width}:{self.color}",
+            lambda: render_report(build_report(session), width=self.width, color=self.color),
+        )
 
 
 # -- serving benchmarks (kind "serving": aaco llm bench, aaco llm run) -------------------------

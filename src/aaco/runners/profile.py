@@ -81,6 +81,7 @@ from aaco.session.bundle import (
     BundleWriter,
     Session,
     read_json,
+    table_handoff,
     utc_now_iso,
 )
 from aaco.session.paths import (
@@ -742,7 +743,8 @@ def profile_command(opts: ProfileOptions) -> Session:
     classes = _collector_classes(opts)
     writer = BundleWriter(opts.output)
     try:
-        return _profile_into(writer, opts, choice, classes, executable, cannot_run, why_not)
+        with table_handoff():  # the analyses and reports get the tables written here
+            return _profile_into(writer, opts, choice, classes, executable, cannot_run, why_not)
     except BaseException as exc:
         # only AACO's own bug or an interrupt outside the runs gets here: keep the bundle
         salvage(writer, exc)
@@ -795,8 +797,7 @@ def _profile_into(
         _import_trace(writer, meta, tracer)
     _finish(writer, meta, opts)
     writer.publish()
-    write_reports(writer.final_path)
-    return Session.load(writer.final_path)
+    return write_reports(writer.final_path)
 
 
 def _attempt(meta: dict[str, Any], stage: str, fn: Callable[..., Any], *args: Any) -> Any:

@@ -26,6 +26,7 @@ Format history:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import secrets
@@ -109,6 +110,47 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, to_json(obj).encode())
 
 
+# (device, inode, mtime ns, size) of a Parquet file -> the table written to it
+_FileKey = tuple[int, int, int, int]
+_HANDOFF: contextvars.ContextVar[dict[_FileKey, tuple[Path, pa.Table]] | None] = (
+    contextvars.ContextVar("aaco_table_handoff", default=None)
+)
+
+
+def _file_key(st: os.stat_result) -> _FileKey:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@contextlib.contextmanager
+def table_handoff() -> Iterator[None]:
+    """Within this block, a table this thread writes with :func:`write_table` stays in
+    memory and a :class:`Session` reading that same file back gets it without decoding the
+    Parquet again (``aaco import`` writes the tables, then its analyses and reports read
+    them). The file is recognised by device, inode, modification time and size, so a file
+    replaced or changed since is read from disk; renaming the bundle folder (publishing it)
+    keeps the match. The tables are released when the outermost block ends."""
+    if _HANDOFF.get() is not None:
+        yield
+        return
+    token = _HANDOFF.set({})
+    try:
+        yield
+    finally:
+        _HANDOFF.reset(token)
+
+
+def _handed_back(path: Path) -> pa.Table | None:
+    """The table written to ``path`` inside :func:`table_handoff`, if the file is unchanged."""
+    tables = _HANDOFF.get()
+    if not tables:
+        return None
+    try:
+        found = tables.get(_file_key(path.stat()))
+    except OSError:
+        return None
+    return None if found is None else found[1]
+
+
 def write_table(path: Path, table: pa.Table) -> None:
     """Write a Parquet table atomically (temporary file + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +163,12 @@ def write_table(path: Path, table: pa.Table) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    tables = _HANDOFF.get()
+    if tables is not None:
+        # a file rewritten in the block: its earlier table is unreachable, release it
+        for key in [k for k, (p, _) in tables.items() if p == path]:
+            del tables[key]
+        tables[_file_key(path.stat())] = (path, table)
 
 
 def read_json(path: Path) -> Any:
@@ -278,8 +326,10 @@ class Session:
             if not f.is_file():
                 self._cache[key] = None
             else:
+                raw = _handed_back(f)
                 try:
-                    raw = pq.read_table(f)
+                    if raw is None:
+                        raw = pq.read_table(f)
                 except (OSError, pa.ArrowInvalid) as exc:
                     raise BundleError(f"{f}: unreadable Parquet ({exc})") from exc
                 self._cache[key] = spec.conform(raw)
