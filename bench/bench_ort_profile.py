@@ -21,6 +21,11 @@ smallest against the ratio of their events. Usage::
 
     python bench/bench_ort_profile.py [--sizes 100000,500000,1000000] [--repeat 3]
                                       [--models silero,paddle,deepcut] [--keep DIR]
+                                      [--threads 1,2] [--before OLD_ort_profile.py]
+
+``--before FILE`` reads every profile in each round with that copy of the module as well
+(loaded in its place in the child), right after or before the current one, for a
+before/after table from one run on the same machine state.
 """
 
 from __future__ import annotations
@@ -42,8 +47,13 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 _READ = """
-import json, resource, sys, time
+import importlib.util, json, resource, sys, time
 from pathlib import Path
+if len(sys.argv) > 2:  # --before: another copy of the module, read in its place
+    spec = importlib.util.spec_from_file_location("aaco.importers.ort_profile", sys.argv[2])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
 from aaco.importers.ort_trace import OrtTraceImporter
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
@@ -157,12 +167,20 @@ def _count_events(path: Path) -> int:
     return n
 
 
-def _child(path: Path) -> dict[str, Any]:
-    p = subprocess.run([sys.executable, "-c", _READ, str(path)], capture_output=True, text=True)
+def _child(path: Path, module: Path | None = None) -> dict[str, Any]:
+    argv = [sys.executable, "-c", _READ, str(path), *([str(module)] if module else [])]
+    p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-2000:])
     result: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
     return result
+
+
+def _before_cell(rounds: list[dict[str, Any]], events: int) -> str:
+    """The --before module's median wall time, events/s and peak RSS, as a table cell."""
+    med = statistics.median(r["seconds"] for r in rounds)
+    peak = statistics.median(r["peak_kb"] for r in rounds) / 1024
+    return f" {med:.2f} s, {events / med / 1e3:,.0f} k, {peak:.0f} |"
 
 
 def _in_child(args: list[str]) -> None:
@@ -176,6 +194,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--generated-runs", type=int, default=100, help="0: no generated row")
     ap.add_argument("--keep", type=Path, help="write the profiles here and keep them")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="another copy of aaco/importers/ort_profile.py (e.g. `git show HEAD:...`): each "
+        "round also reads every profile with it, and the table gets its columns",
+    )
+    ap.add_argument("--threads", default="1,2", help="ORT threads of the profiles recorded")
     ap.add_argument("--record", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--record-generated", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -200,7 +225,8 @@ def main() -> None:
             if file is None:
                 print(f"{model.key}: not in the corpus folder (bench/corpus.py fetch); skipped")
                 continue
-            plan = [(n, 1) for n in sizes] + [(sizes[0], 2)]
+            plan = [(n, 1) for n in sizes] if "1" in a.threads.split(",") else []
+            plan += [(sizes[0], 2)] if "2" in a.threads.split(",") else []
             for n, threads in plan:
                 out = folder / f"{model.key}_{n}_t{threads}.json"
                 if not out.exists():
@@ -215,19 +241,27 @@ def main() -> None:
 
         # rounds over all the profiles, in alternating order, so that a change of load on a
         # shared machine falls on every size alike
+        # (with --before: each profile read by both modules, one right after the other, the
+        # first one alternating)
         runs: dict[Path, list[dict[str, Any]]] = {path: [] for *_, path in cases}
+        before: dict[Path, list[dict[str, Any]]] = {path: [] for *_, path in cases}
         for r in range(a.repeat):
             for *_, path in cases if r % 2 == 0 else cases[::-1]:
+                if a.before and r % 2:
+                    before[path].append(_child(path, a.before))
                 runs[path].append(_child(path))
+                if a.before and not r % 2:
+                    before[path].append(_child(path, a.before))
         print(
             f"onnxruntime profiles read by OrtTraceImporter().read: {a.repeat} rounds; "
             "events/s of the median (and of the best) round"
         )
+        extra = " before: wall s, events/s, peak RSS MB |" if a.before else ""
         print(
             "| profile | ORT threads | events | MB | wall s (rounds) | events/s median (best) "
-            "| peak RSS MB | RSS growth MB |"
+            "| peak RSS MB | RSS growth MB |" + extra
         )
-        print("|" + "---|" * 8)
+        print("|" + "---|" * (9 if a.before else 8))
         by_key: dict[tuple[str, int], list[tuple[int, float]]] = {}
         for label, key, threads, path in cases:
             events = _count_events(path)
@@ -240,6 +274,7 @@ def main() -> None:
                 f"| {label} | {threads} | {events:,} | {size:.0f} | {med:.2f} "
                 f"({', '.join(f'{s:.2f}' for s in secs)}) | {events / med / 1e3:,.0f} k "
                 f"({events / best / 1e3:,.0f} k) | {peak:.0f} | {grow:.0f} |"
+                + (_before_cell(before[path], events) if a.before else "")
             )
             by_key.setdefault((key, threads), []).append((events, best))
         for (key, threads), rows in by_key.items():

@@ -26,7 +26,6 @@ from markupsafe import Markup
 
 from aaco import __version__
 from aaco.analysis.names import OpNames
-from aaco.analysis.ops import op_aggregates
 from aaco.errors import BundleError
 from aaco.report import svg
 from aaco.report.att import format_att
@@ -52,7 +51,12 @@ from aaco.report.machine import (
     used_devices,
     worker_wait_series,
 )
-from aaco.report.model import build_report, ceilings_lines, report_ops, session_op_names
+from aaco.report.model import (
+    build_report,
+    ceilings_lines,
+    ranked_op_aggregates,
+    session_op_names,
+)
 from aaco.report.serving import (
     RequestSpan,
     fmt_short,
@@ -453,11 +457,14 @@ def _regression(diff: Any) -> dict[str, Any]:
     }
 
 
-def _op_rows(session: Session, ops: pa.Table) -> list[dict[str, Any]]:
+def _op_rows(session: Session) -> list[dict[str, Any]]:
     """Per-operator aggregates of the ranked rows, computed once per loaded session."""
-    rows: list[dict[str, Any]] = session.memo(
-        "html_op_rows", lambda: op_aggregates(report_ops(ops), "node_name").to_pylist()
-    )
+
+    def make() -> list[dict[str, Any]]:
+        aggregates = ranked_op_aggregates(session)
+        return [] if aggregates is None else aggregates.to_pylist()
+
+    rows: list[dict[str, Any]] = session.memo("html_op_rows", make)
     return copy.deepcopy(rows)
 
 
@@ -467,7 +474,7 @@ def _icicle(session: Session, report: dict[str, Any], names: OpNames) -> dict[st
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return None
-    rows = _op_rows(session, ops)
+    rows = _op_rows(session)
     kmap = session.table("op_kernel_map")
     kernels_by_op: dict[str, list[dict[str, Any]]] = {}
     iterations = report.get("op_iterations") or 1
@@ -688,7 +695,7 @@ def _all_ops(session: Session) -> list[dict[str, Any]]:
     ops = session.ops()
     if ops is None or ops.num_rows == 0:
         return []
-    rows = _op_rows(session, ops)
+    rows = _op_rows(session)
     return [
         {
             "name": o["node_name"],

@@ -46,24 +46,42 @@ def report_ops(ops: pa.Table) -> pa.Table:
     return ops.filter(pc.equal(outermost_ops(ops), rows))
 
 
+def ranked_ops(session: Session) -> pa.Table | None:
+    """:func:`report_ops` of the session's operators, computed once per loaded session (the
+    report model and the HTML page both rank them); None when the bundle has no ops."""
+    ops = session.ops()
+    if ops is None:
+        return None
+    return session.memo("report_ops", lambda: report_ops(ops))
+
+
+def ranked_op_aggregates(session: Session) -> pa.Table | None:
+    """Per-node aggregates (:func:`aaco.analysis.ops.op_aggregates`) of :func:`ranked_ops`,
+    computed once per loaded session; None when the bundle has no ops."""
+    ops = ranked_ops(session)
+    if ops is None:
+        return None
+    return session.memo("report_op_aggregates", lambda: op_aggregates(ops, "node_name"))
+
+
 def session_op_names(session: Session) -> OpNames:
     """The names every renderer shows for the session's operators: original ONNX nodes where
     the bundle maps ORT's nodes to them (:mod:`aaco.analysis.names`)."""
-    return op_names(session.ops(), session.table("op_costs"))
+    return session.memo("op_names", lambda: op_names(session.ops(), session.table("op_costs")))
 
 
 def _top_ops(
     session: Session, n: int, names: OpNames
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    ops = session.ops()
-    if ops is None or ops.num_rows == 0:
+    ops = ranked_ops(session)
+    aggregates = ranked_op_aggregates(session)
+    if ops is None or aggregates is None or ops.num_rows == 0:
         return [], []
-    ops = report_ops(ops)
     originals: dict[str, list[str] | None] = {}
     sub = ops.select(["node_name", "original_nodes"]).to_pylist()
     for row in sub:
         originals.setdefault(row["node_name"], row["original_nodes"])
-    by_node = op_aggregates(ops, "node_name").slice(0, n).to_pylist()
+    by_node = aggregates.slice(0, n).to_pylist()
     top = [
         {
             "name": r["node_name"],
