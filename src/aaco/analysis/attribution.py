@@ -99,9 +99,24 @@ def _any_valid(table: pa.Table, name: str) -> bool:
 
 
 def _codes(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense codes of an int64 array by hashing (no sort) and how many distinct values."""
-    enc = pa.array(values, type=pa.int64()).dictionary_encode()
-    return np.asarray(enc.indices.to_numpy(), dtype=np.int64), len(enc.dictionary)
+    """Dense codes of an int64 array (the rank of each value among the distinct ones) and
+    how many distinct values. By sorting: with ~10^6 distinct values (timestamps, ids),
+    hashing them (Arrow's dictionary encoding) takes ~0.35 µs a row, sorting ~0.05 µs."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return np.asarray(inverse, dtype=np.int64).ravel(), len(uniq)
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an integer array, by sorting. NumPy 2.3-2.4's hash-based
+    ``np.unique`` (taken when no index or inverse is asked for) needs ~1.2 µs per distinct
+    integer: 1.7 s for 1.5 M timestamps, against 25 ms for a sort."""
+    ordered: np.ndarray = np.sort(values)
+    if ordered.size == 0:
+        return ordered
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return np.asarray(ordered[keep])
 
 
 def _factorize(*keys: tuple[np.ndarray, ...]) -> list[np.ndarray]:
@@ -154,7 +169,7 @@ class _Intervals:
         self.start = start[order]
         self.end = end[order]
         # Ranks of start times: (group, rank) packs into one sortable int64 key.
-        self.times = np.unique(self.start)
+        self.times = _sorted_unique(self.start)
         self.span = len(self.times) + 1
         self.keys = self.group * self.span + np.searchsorted(self.times, self.start)
         levels = [self.end]
