@@ -287,7 +287,10 @@ def micro_op_time_share(ops: pa.Table, scale: float = 1.0) -> float | None:
     into a slow one nor lets its one stall outweigh hundreds of normal executions.
     Rows without an iteration are left out.
     """
-    ops = ops.filter(pc.is_valid(ops.column("iteration")))
+    # only the columns read here: filtering the whole table copies every column
+    ops = ops.select(["source", "iteration", "node_name", "dur_ns"])
+    if ops.column("iteration").null_count:
+        ops = ops.filter(pc.is_valid(ops.column("iteration")))
     if not ops.num_rows:
         return None
     # nameless rows are one node "" in both medians below
@@ -570,21 +573,38 @@ def small_grid_share(
     if not compute_units:
         return None, "the GPU's compute-unit count is unknown (not in configs/devices.yaml)"
     cols = ["source", "dur_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-    total = small = 0.0
-    for r in kernels.select(cols).to_pylist():
-        grid = [r["grid_x"], r["grid_y"], r["grid_z"]]
-        if any(g is None or g <= 0 for g in grid):
-            continue
-        if r["source"] in _GRID_IN_WORK_ITEMS:
-            block = [r["block_x"], r["block_y"], r["block_z"]]
-            if any(b is None or b <= 0 for b in block):
-                continue
-            groups = math.prod(-(-g // b) for g, b in zip(grid, block, strict=True))
-        else:
-            groups = math.prod(grid)
-        total += r["dur_ns"]
-        if groups < compute_units:
-            small += r["dur_ns"]
+    kernels = kernels.select(cols)
+
+    def ints(c: str) -> np.ndarray[Any, Any]:
+        col = pc.fill_null(kernels.column(c), 0)  # a null size is left out as a 0 is
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    in_items = np.asarray(
+        pc.fill_null(pc.is_in(kernels.column("source"), pa.array(_GRID_IN_WORK_ITEMS)), False)
+        .to_numpy(zero_copy_only=False),
+        dtype=bool,
+    )  # fmt: skip
+    # workgroups per dimension, each capped at the compute units: a product of factors >= 1
+    # is below them exactly when the uncapped product is, and the capped one cannot overflow
+    cap = math.ceil(compute_units)
+    dtype: Any = np.int64 if cap < 1 << 21 else object  # cap**3 fits int64, else Python ints
+    keep = np.ones(kernels.num_rows, dtype=bool)
+    groups = np.ones(kernels.num_rows, dtype=dtype)
+    for g_col, b_col in (("grid_x", "block_x"), ("grid_y", "block_y"), ("grid_z", "block_z")):
+        grid = ints(g_col)
+        keep &= grid > 0
+        per_dim = grid
+        if in_items.any():
+            block = ints(b_col)
+            keep &= ~in_items | (block > 0)
+            per_dim = np.where(in_items, -(-grid // np.maximum(block, 1)), grid)
+        groups = groups * np.minimum(np.maximum(per_dim, 1), cap).astype(dtype)
+    dur = kernels.column("dur_ns").to_numpy(zero_copy_only=False)
+    # summed in row order from 0.0, as a running float total adds them
+    kept = dur[keep].astype(np.float64)
+    total = float(np.add.accumulate(kept)[-1]) if len(kept) else 0.0
+    smalls = dur[keep & (groups < compute_units)].astype(np.float64)
+    small = float(np.add.accumulate(smalls)[-1]) if len(smalls) else 0.0
     if not total:
         return None, "no kernel carries its grid size"
     return small / total, None

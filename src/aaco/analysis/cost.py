@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aaco.analysis.ops import exclusive_ns
+from aaco.analysis.ops import distinct_codes, exclusive_ns
 from aaco.session.schema import OP_COSTS
 
 if TYPE_CHECKING:
@@ -1552,9 +1552,10 @@ def work_coverage(ops: pa.Table, work: pa.Table | None) -> dict[str, Any]:
         np.minimum.at(first_row, uop, unk)
         t_by_op = np.zeros(nk, dtype=np.int64)
         np.add.at(t_by_op, uop, t[unk])
-        pairs = np.unique(uop * len(name_values) + name_codes[unk])
+        pairs, _, _ = distinct_codes(uop * len(name_values) + name_codes[unk])
         names_by_op = np.bincount(pairs // len(name_values), minlength=nk)
-        for code in sorted(np.unique(uop).tolist(), key=lambda c: int(first_row[c])):
+        present = np.flatnonzero(first_row < len(t))  # the op types of unknown rows
+        for code in sorted(present.tolist(), key=lambda c: int(first_row[c])):
             merged[key_names[code]] = [int(t_by_op[code]), int(names_by_op[code])]
     ranked = sorted(merged.items(), key=lambda kv: -kv[1][0])
     return {

@@ -107,6 +107,39 @@ def profile_coverage(
     }
 
 
+def _sorted_in_groups(
+    groups: np.ndarray[Any, Any], values: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(groups, values) sorted by group, then by value, as ``np.lexsort((values, groups))``
+    orders them (whole values sorted as ints come out the same).
+
+    Whole non-negative values (durations in ns) and group ids that fit one int64 together
+    are sorted as one key; otherwise group ids that fit 16 bits take a radix sort after one
+    sort of the values; both several times faster than the two-key lexsort."""
+    n = len(groups)
+    if n and int(groups.min()) >= 0:
+        g_bits = int(groups.max()).bit_length()
+        v_max = float(values.max())
+        whole = (
+            values.dtype == np.float64
+            and v_max < 2.0**53
+            and int(values.view(np.int64).min()) >= 0  # no sign bit: no negative, no -0.0
+            and bool(np.array_equal(values, np.floor(values)))  # (no NaN either)
+        )
+        if whole:
+            v_bits = int(v_max).bit_length()
+            if g_bits + v_bits < 63:
+                key = np.sort((groups.astype(np.int64) << v_bits) | values.astype(np.int64))
+                mask = (1 << v_bits) - 1
+                return key >> v_bits, (key & mask).astype(np.float64)
+        if g_bits <= 16:
+            by_value = np.argsort(values, kind="stable")  # lexsort's order exactly
+            order = by_value[np.argsort(groups[by_value].astype(np.uint16), kind="stable")]
+            return groups[order], values[order]
+    order = np.lexsort((values, groups))
+    return groups[order], values[order]
+
+
 def group_medians(
     groups: np.ndarray[Any, Any],
     values: np.ndarray[Any, Any],
@@ -115,8 +148,7 @@ def group_medians(
 ) -> np.ndarray[Any, Any]:
     """Median of ``values`` (>= 0) per group id 0..n-1, every id present; with ``size`` (one
     number, or one per group), each group counts as ``size`` values, the missing ones zeros."""
-    order = np.lexsort((values, groups))
-    v, g = values[order], groups[order]
+    g, v = _sorted_in_groups(groups, values)
     starts = np.searchsorted(g, np.arange(n), side="left")
     count = np.searchsorted(g, np.arange(n), side="right") - starts
     total = count if size is None else np.broadcast_to(np.asarray(size, dtype=np.int64), (n,))
@@ -136,6 +168,33 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray[Any, Any], list[
     return codes, enc.dictionary.to_pylist()
 
 
+def distinct_codes(
+    x: np.ndarray[Any, Any], first: bool = False
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+    """``np.unique(x, return_index=first, return_inverse=True)`` of non-negative int64 codes,
+    as (sorted distinct values, each row's rank among them, the index of each value's first
+    row or None).
+
+    Codes of a range not much larger than ``x`` are ranked through a table of that range
+    (linear time) instead of a sort."""
+    if len(x) and int(x.min()) >= 0 and int(x.max()) < 4 * len(x) + 1024:
+        seen = np.zeros(int(x.max()) + 1, dtype=bool)
+        seen[x] = True
+        uniq = np.flatnonzero(seen)
+        rank = np.cumsum(seen, dtype=np.int64) - 1
+        firsts = None
+        if first:
+            at = np.full(len(seen), len(x), dtype=np.int64)
+            np.minimum.at(at, x, np.arange(len(x), dtype=np.int64))
+            firsts = at[uniq]
+        return uniq.astype(np.int64), rank[x], firsts
+    if first:
+        u, f, inv = np.unique(x, return_index=True, return_inverse=True)
+        return u, inv.reshape(-1), f
+    u, inv = np.unique(x, return_inverse=True)
+    return u, inv.reshape(-1), None
+
+
 def per_iteration_medians(
     ops: pa.Table, by: tuple[str, ...] = ("node_name",)
 ) -> dict[tuple[Any, ...], tuple[float, float]]:
@@ -149,7 +208,10 @@ def per_iteration_medians(
     that recorded it most often. Medians, so that an execution stalled by a preemption in
     one iteration cannot make a node look slow. Rows without an iteration are left out.
     """
-    ops = ops.filter(pc.is_valid(ops.column("iteration")))
+    # only the columns read here: filtering the whole table copies every column
+    ops = ops.select(list(dict.fromkeys(("source", "iteration", "dur_ns", *by))))
+    if ops.column("iteration").null_count:
+        ops = ops.filter(pc.is_valid(ops.column("iteration")))
     if not ops.num_rows:
         return {}
     src, _ = _codes(pc.fill_null(ops.column("source"), ""))
@@ -157,27 +219,27 @@ def per_iteration_medians(
     it = ops.column("iteration").to_numpy(zero_copy_only=False).astype(np.int64)
     it = it - it.min()
     span = int(it.max()) + 1
-    universes, it_idx = np.unique(src * span + it, return_inverse=True)
-    it_idx = it_idx.reshape(-1)
+    universes, it_idx, _ = distinct_codes(src * span + it)
     iters_of_src = np.bincount(universes // span, minlength=n_src)
     # one code per distinct combination of the ``by`` values (nulls kept as their own
     # value), combined numerically: no separator that a name could contain
     key = np.zeros(ops.num_rows, dtype=np.int64)
     for c in by:
         codes, values = _codes(ops.column(c))
-        nulls = np.asarray(pc.is_null(ops.column(c)).to_numpy(zero_copy_only=False))
-        codes = np.where(nulls, len(values), codes)
+        col = ops.column(c)
+        if col.null_count:
+            nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False))
+            codes = np.where(nulls, len(values), codes)
         key = key * (len(values) + 1) + codes
-    _, first, key = np.unique(key, return_index=True, return_inverse=True)
-    key = key.reshape(-1)
+    _, key, first = distinct_codes(key, first=True)
+    assert first is not None
     cols = [ops.column(c).take(pa.array(first)).to_pylist() for c in by]
     names = list(zip(*cols, strict=True))
-    pairs, pair = np.unique(key * n_src + src, return_inverse=True)
-    pair = pair.reshape(-1)
+    pairs, pair, _ = distinct_codes(key * n_src + src)
     n_pairs, n_univ = len(pairs), len(universes)
     dur = ops.column("dur_ns").to_numpy(zero_copy_only=False).astype(np.float64)
-    cells, inverse = np.unique(pair * n_univ + it_idx, return_inverse=True)
-    sums = np.bincount(inverse.reshape(-1), weights=dur)
+    cells, inverse, _ = distinct_codes(pair * n_univ + it_idx)
+    sums = np.bincount(inverse, weights=dur)
     size = iters_of_src[pairs % n_src]
     medians = group_medians(cells // n_univ, sums, n_pairs, size=size)
     calls = np.bincount(pair, minlength=n_pairs)
@@ -233,34 +295,98 @@ def exclusive_ns(ops: pa.Table) -> np.ndarray[Any, Any]:
     for c in ("source", "iteration", "thread_id"):
         if c in ops.column_names:
             codes, _ = _codes(ops.column(c))
-            nulls = np.asarray(pc.is_null(ops.column(c)).to_numpy(zero_copy_only=False))
-            keys.append(np.where(nulls, -1, codes))
+            if ops.column(c).null_count:
+                nulls = np.asarray(pc.is_null(ops.column(c)).to_numpy(zero_copy_only=False))
+                codes = np.where(nulls, -1, codes)
+            keys.append(codes)
     group = np.zeros(n, dtype=np.int64)
     for k in keys:
         group = group * (int(k.max()) + 2) + (k + 1)
     # parents before their children: by group, start, then the longer first
-    order = np.lexsort((-dur, start, group))
-    order = order[valid[order]]
-    # the sweep reads plain Python lists (numpy scalar access costs ~10x more per element)
-    idx_l = order.tolist()
-    grp_l = group[order].tolist()
-    st_l = start[order].tolist()
-    dur_l = dur[order].tolist()
-    en_l = (start + dur)[order].tolist()
-    sub = [0] * len(idx_l)  # time taken out of each parent, by position in the sweep
-    stack: list[int] = []  # positions
-    last_group = None
-    for p in range(len(idx_l)):
-        g = grp_l[p]
-        if g != last_group:
-            stack.clear()
-            last_group = g
-        s = st_l[p]
-        while stack and s >= en_l[stack[-1]]:
-            stack.pop()
-        if stack and en_l[p] <= en_l[stack[-1]] + _NEST_SLACK_NS:
-            sub[stack[-1]] += dur_l[p]
-        stack.append(p)
+    order = _sweep_order(np.flatnonzero(valid), group, start, dur)
     if len(order):
-        excl[order] -= np.asarray(sub, dtype=np.int64)
+        excl[order] -= _nested_time(group[order], start[order], dur[order])
     return np.asarray(np.maximum(excl, 0))
+
+
+def _sweep_order(
+    rows: np.ndarray[Any, Any],
+    group: np.ndarray[Any, Any],
+    start: np.ndarray[Any, Any],
+    dur: np.ndarray[Any, Any],
+) -> np.ndarray[Any, Any]:
+    """``rows`` sorted by group, start, longer first, then row (``np.lexsort((-dur, start,
+    group))``, that stable sort's order restricted to ``rows``).
+
+    Group and start make one int64 key when they fit: a stable sort of one key, fast on a
+    trace already in time order, and a lexsort of the few rows that share a group and a
+    start, by their durations."""
+    if not len(rows):
+        return rows
+    g, st = group[rows], start[rows]
+    g = g - int(g.min())
+    lo, span = int(st.min()), int(st.max()) - int(st.min()) + 1
+    if (int(g.max()) + 1) * span >= 1 << 62:
+        return np.asarray(rows[np.lexsort((-dur[rows], st, g))])
+    key = g * span + (st - lo)
+    perm = np.argsort(key, kind="stable")
+    key = key[perm]
+    order = rows[perm]
+    tied = np.flatnonzero(key[1:] == key[:-1])
+    if len(tied):
+        pos = np.union1d(tied, tied + 1)  # the runs of equal keys, each contiguous
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((-dur[sub], key[pos]))]
+    return np.asarray(order)
+
+
+#: pointer-jumping rounds before the rows still unresolved are walked one by one
+_JUMP_ROUNDS = 24
+
+
+def _nested_time(
+    grp: np.ndarray[Any, Any], st: np.ndarray[Any, Any], dur: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """Time nested directly inside each row of a sweep sorted by group, then start.
+
+    A stack sweep (pop the rows ending by this row's start, nest it in the top one if it
+    ends no later than that one plus the slack, push it) makes a row's parent candidate
+    the *latest earlier row of its group still running at its start*: a row is popped
+    only by a start at or after its end, and starts only grow, so the rows left on the
+    stack above that one have all ended. That candidate is found here without the stack:
+    each row points at the row before it, and a pointer at a row that ended by the start
+    jumps to that row's own pointer (every row it skips ended by that row's start, so by
+    this one's too); pointers jump in rounds over all the unresolved rows at once, the
+    skipped chains halving each round, and the few rows left after ``_JUMP_ROUNDS``
+    (long staircases of partly overlapping rows) are walked in order, as the stack
+    would. Exactly the stack's result, in int64."""
+    m = len(st)
+    # row m: "no parent", running forever so that a pointer at it is resolved
+    en = np.empty(m + 1, dtype=np.int64)
+    en[:m] = st + dur
+    en[m] = np.iinfo(np.int64).max
+    ptr = np.arange(-1, m, dtype=np.int64)
+    ptr[0] = ptr[m] = m
+    ptr[1:m][grp[1:] != grp[:-1]] = m
+    todo = np.flatnonzero(en[ptr[:m]] <= st)
+    for _ in range(_JUMP_ROUNDS):
+        if not len(todo):
+            break
+        nxt = ptr[ptr[todo]]
+        ptr[todo] = nxt
+        todo = todo[en[nxt] <= st[todo]]
+    if len(todo):
+        # in order: every earlier row's pointer is then final (a plain-list walk)
+        ptr_l, en_l, st_l = ptr.tolist(), en.tolist(), st.tolist()
+        for p in todo.tolist():
+            s, c = st_l[p], ptr_l[p]
+            while en_l[c] <= s:
+                c = ptr_l[c]
+            ptr_l[p] = c
+        ptr = np.asarray(ptr_l, dtype=np.int64)
+    child = np.flatnonzero(ptr[:m] < m)
+    parent = ptr[child]
+    nested = en[child] <= en[parent] + _NEST_SLACK_NS
+    sub = np.zeros(m, dtype=np.int64)
+    np.add.at(sub, parent[nested], dur[child[nested]])
+    return sub

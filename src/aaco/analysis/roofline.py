@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -267,6 +268,19 @@ def _consumers(edges: pa.Table | None) -> dict[str, set[str] | None]:
     return out
 
 
+def _first_rows(col: pa.ChunkedArray) -> pa.Array:
+    """The index of the first row of each distinct value of ``col`` (a null being one), in
+    the order of those rows."""
+    arr = col.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    codes = pc.dictionary_encode(arr, null_encoding="encode").indices
+    codes_np = np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
+    first = np.full(int(codes_np.max()) + 1 if len(codes_np) else 0, len(codes_np), np.int64)
+    np.minimum.at(first, codes_np, np.arange(len(codes_np), dtype=np.int64))
+    return pa.array(np.sort(first))
+
+
 def node_roofline(
     ops: pa.Table,
     costs: pa.Table | None,
@@ -311,15 +325,18 @@ def node_roofline(
     own: dict[str, dict[str, Any]] = {}
     if executed is not None and executed.num_rows:
         own = {r["node_name"]: r for r in executed.to_pylist()}
+    # each node's original nodes, from its first row
     originals: dict[str, list[str]] = {}
     mapped: set[str] = set()
+    first = _first_rows(ops.column("node_name"))
     for n, o in zip(
-        ops.column("node_name").to_pylist(), ops.column("original_nodes").to_pylist(), strict=True
+        ops.column("node_name").take(first).to_pylist(),
+        ops.column("original_nodes").take(first).to_pylist(),
+        strict=True,
     ):
-        if n not in originals:
-            originals[n] = list(o) if o else [n]
-            if o:
-                mapped.add(n)
+        originals[n] = list(o) if o else [n]
+        if o:
+            mapped.add(n)
     index = GraphIndex(nodes, edges) if nodes is not None and nodes.num_rows else None
     rows = []
     for (name, op_type), (host_ns, calls) in times.items():
