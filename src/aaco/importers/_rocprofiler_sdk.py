@@ -13,7 +13,9 @@ column a field fills, and what its values are called, is declared here:
 * :data:`KERNEL_TRACE_COLUMNS`: the kernel-trace CSV header of each SDK generation.
 * :func:`api_domain` and :func:`api_calls_and_markers`: an API record's domain, and the one
   mapping of API records onto API_CALLS and of marker (roctx) records onto ANNOTATIONS.
-* :func:`direction_kind`, :func:`copy_kind`, :func:`copy_device`: memory-copy directions.
+* :func:`direction_kind`, :func:`copy_kind`, :func:`copy_device`: memory-copy directions;
+  :func:`copy_kinds`, the same over whole columns of agent states.
+* :func:`ceil_div`: workgroups from work-items over a whole column.
 
 Example::
 
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,8 +43,10 @@ __all__ = [
     "KERNEL_TRACE_COLUMNS",
     "api_calls_and_markers",
     "api_domain",
+    "ceil_div",
     "copy_device",
     "copy_kind",
+    "copy_kinds",
     "csv_keys",
     "direction_kind",
     "first_present",
@@ -55,11 +60,11 @@ CLOCK: dict[str, str] = {"unit": "ns", "origin": "rocprofiler timestamp clock (n
 #: KERNELS column <- the rocprofiler-SDK fields that carry it, preferred first. The SDK renamed
 #: some between generations (``Group_Segment_Size`` -> ``LDS_Block_Size``, ``VGPR_Count`` /
 #: ``arch_vgpr_count``); rocpd's ``kernels`` view spells the process and thread ``pid`` /
-#: ``tid`` and LDS ``lds_size``.
+#: ``tid``, LDS ``lds_size`` and (schema 3.0) the correlation id ``corr_id``.
 KERNEL_FIELDS: dict[str, tuple[str, ...]] = {
     "stream": ("stream_id",),
     "queue": ("queue_id",),
-    "correlation_id": ("correlation_id",),
+    "correlation_id": ("correlation_id", "corr_id"),
     "dispatch_id": ("dispatch_id",),
     "process_id": ("process_id", "pid"),
     "thread_id": ("thread_id", "tid"),
@@ -190,3 +195,34 @@ def copy_kind(src_is_gpu: bool | None, dst_is_gpu: bool | None) -> str:
 def copy_device(kind: str, src: Any, dst: Any) -> Any:
     """A copy's ``device``: its GPU end, the destination for HtoD, else the source."""
     return dst if kind == "HtoD" else src
+
+
+#: agent states of :func:`copy_kinds`
+AGENT_UNKNOWN, AGENT_HOST, AGENT_GPU = 0, 1, 2
+_STATES: tuple[bool | None, ...] = (None, False, True)
+_KIND_OF = pa.array([copy_kind(s, d) for s in _STATES for d in _STATES], pa.string())
+_DEVICE_IS_DST = np.array(
+    [copy_device(copy_kind(s, d), "src", "dst") == "dst" for s in _STATES for d in _STATES]
+)
+
+
+def copy_kinds(src: np.ndarray, dst: np.ndarray) -> tuple[pa.DictionaryArray, np.ndarray]:
+    """:func:`copy_kind` and :func:`copy_device` over columns of agent states
+    (:data:`AGENT_UNKNOWN` / ``AGENT_HOST`` / ``AGENT_GPU``): the kinds (dictionary-encoded)
+    and where the copy's device is its destination."""
+    code = src.astype(np.int8) * 3 + dst.astype(np.int8)
+    return pa.DictionaryArray.from_arrays(pa.array(code, pa.int8()), _KIND_OF), _DEVICE_IS_DST[code]
+
+
+_INT64_MIN = -(1 << 63)
+
+
+def ceil_div(g: pa.Array | pa.ChunkedArray, w: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``ceil(g / w)`` of two int64 columns where both are known and ``w`` is not 0, else null
+    (Python's integer semantics: ``-(-g // w)``)."""
+    gi = pc.fill_null(g, 0).to_numpy()
+    wi = pc.fill_null(w, 0).to_numpy()
+    known = pc.and_(pc.is_valid(g), pc.is_valid(w)).to_numpy(zero_copy_only=False)
+    known &= (wi != 0) & (gi != _INT64_MIN)  # -INT64_MIN does not fit
+    return pa.array(-((-np.where(known, gi, 0)) // np.where(known, wi, 1)), pa.int64(),
+                    mask=~known)  # fmt: skip

@@ -83,6 +83,19 @@ _V1_FIXED = frozenset(
 )
 
 
+def _without_clone(names: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Kernel names less their `` [clone .kd]`` suffix, edited once per distinct name (the
+    column is dictionary-encoded) and given back as text."""
+    chunks = [
+        pa.DictionaryArray.from_arrays(
+            c.indices,
+            pc.replace_substring_regex(c.dictionary, pattern=r" \[clone \.kd\]$", replacement=""),
+        ).cast(pa.string())
+        for c in names.chunks
+    ]
+    return pa.chunked_array(chunks, pa.string())
+
+
 def _is_v1(h: CsvHeader) -> bool:
     return h.has("kernelname", "gpuid", "queueid") and (h.has("index") or h.has("beginns"))
 
@@ -149,9 +162,7 @@ def read_rocprof_v1(path: Path) -> TraceTables:
     }
     types.update({k: _F64 for k in counters})
     cols, n = read_columns(header, types, _V1, required=("kernelname",), times=("beginns", "endns"))
-    name = pc.replace_substring_regex(
-        cols["kernelname"].cast(pa.string()), pattern=r" \[clone \.kd\]$", replacement=""
-    )
+    name = _without_clone(cols["kernelname"])
     out = TraceTables()
     if "beginns" in cols and "endns" in cols:
         dur = check_times(path, cols["beginns"], cols["endns"], _V1)

@@ -6,9 +6,10 @@ buffer_records{kernel_dispatch, memory_copy, ...}} ]}``. Kernel names come from
 ``grid_* = ceil(grid_size / workgroup_size)``. ``dispatch_info.agent_id.handle`` is mapped to
 a GPU index 0..n-1 in ``agents`` order (GPU agents, ``type`` 2). Memory copies get their
 direction from the source/destination agent types and ``bytes`` when the record has it.
-Records are decoded with msgspec into typed structs (only the fields used are kept).
-API records (``hip_api`` ...) are counted in ``meta`` but not tabled: their names need the
-tool's operation-name tables, which this reader does not decode yet.
+Records are decoded with msgspec into typed structs (only the fields used are kept), and each
+table column is then built from all the records at once (names dictionary-encoded by kernel
+symbol). API records (``hip_api`` ...) are counted in ``meta`` but not tabled (nor decoded):
+their names need the tool's operation-name tables, which this reader does not decode yet.
 
 Odd values: when the typed decode of the file fails on a value of an unexpected type, the
 file is decoded again untyped and each record converted on its own; a field that does not
@@ -22,24 +23,30 @@ from __future__ import annotations
 
 import re
 import zlib
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aaco.errors import InputError
 from aaco.importers._chrome_json import repair_json
 from aaco.importers._csv import check_times, fill_table, lenient_array
 from aaco.importers._lenient import collecting, note_dropped, note_null
 from aaco.importers._rocprofiler_sdk import (
+    AGENT_GPU,
+    AGENT_HOST,
+    AGENT_UNKNOWN,
     CLOCK,
     KERNEL_FIELDS,
-    copy_device,
-    copy_kind,
+    ceil_div,
+    copy_kinds,
 )
 from aaco.importers.base import Importer, TraceTables, open_binary
-from aaco.session.schema import KERNELS, MEMCPY
+from aaco.session.schema import KERNELS, MEMCPY, TableSpec
 
 __all__ = ["SOURCE", "Rocprofv3JsonImporter", "read_rocprofv3_json"]
 
@@ -50,21 +57,21 @@ _I64 = pa.int64()
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class _Handle(msgspec.Struct):
+class _Handle(msgspec.Struct, gc=False):
     handle: int | None = None
 
 
-class _XYZ(msgspec.Struct):
+class _XYZ(msgspec.Struct, gc=False):
     x: int | None = None
     y: int | None = None
     z: int | None = None
 
 
-class _Corr(msgspec.Struct):
+class _Corr(msgspec.Struct, gc=False):
     internal: int | None = None
 
 
-class _DispatchInfo(msgspec.Struct):
+class _DispatchInfo(msgspec.Struct, gc=False):
     agent_id: _Handle = msgspec.field(default_factory=_Handle)
     queue_id: _Handle = msgspec.field(default_factory=_Handle)
     kernel_id: int | None = None
@@ -75,7 +82,7 @@ class _DispatchInfo(msgspec.Struct):
     grid_size: _XYZ = msgspec.field(default_factory=_XYZ)
 
 
-class _Dispatch(msgspec.Struct):
+class _Dispatch(msgspec.Struct, gc=False):
     start_timestamp: int | None = None
     end_timestamp: int | None = None
     dispatch_info: _DispatchInfo = msgspec.field(default_factory=_DispatchInfo)
@@ -84,7 +91,7 @@ class _Dispatch(msgspec.Struct):
     stream_id: _Handle | None = None
 
 
-class _Copy(msgspec.Struct):
+class _Copy(msgspec.Struct, gc=False):
     start_timestamp: int | None = None
     end_timestamp: int | None = None
     src_agent_id: _Handle = msgspec.field(default_factory=_Handle)
@@ -94,7 +101,7 @@ class _Copy(msgspec.Struct):
     thread_id: int | None = None
 
 
-class _Symbol(msgspec.Struct):
+class _Symbol(msgspec.Struct, gc=False):
     kernel_id: int | None = None
     kernel_name: str | None = None
     formatted_kernel_name: str | None = None
@@ -103,7 +110,7 @@ class _Symbol(msgspec.Struct):
     sgpr_count: int | None = None
 
 
-class _Agent(msgspec.Struct):
+class _Agent(msgspec.Struct, gc=False):
     id: _Handle = msgspec.field(default_factory=_Handle)
     type: int | str | None = None
     name: str | None = None
@@ -113,26 +120,27 @@ class _Agent(msgspec.Struct):
     logical_node_id: int | None = None
 
 
-class _Buffers(msgspec.Struct):
+class _Buffers(msgspec.Struct, gc=False):
     kernel_dispatch: list[_Dispatch] = []
     memory_copy: list[_Copy] = []
-    hip_api: list[Any] = []
-    hsa_api: list[Any] = []
-    marker_api: list[Any] = []
+    # counted, not decoded: msgspec keeps each record's bytes only
+    hip_api: list[msgspec.Raw] = []
+    hsa_api: list[msgspec.Raw] = []
+    marker_api: list[msgspec.Raw] = []
 
 
-class _Meta(msgspec.Struct):
+class _Meta(msgspec.Struct, gc=False):
     pid: int | None = None
 
 
-class _Process(msgspec.Struct):
+class _Process(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     agents: list[_Agent] = []
     kernel_symbols: list[_Symbol] = []
     buffer_records: _Buffers = msgspec.field(default_factory=_Buffers)
 
 
-class _Root(msgspec.Struct):
+class _Root(msgspec.Struct, gc=False):
     tool: list[_Process] = msgspec.field(name="rocprofiler-sdk-tool")
 
 
@@ -148,6 +156,8 @@ _KERNEL_COLUMNS = tuple(
     (column, next(f for f in names if f in _RECORD_FIELDS))
     for column, names in KERNEL_FIELDS.items()
 )
+
+_START, _END = attrgetter("start_timestamp"), attrgetter("end_timestamp")
 
 S = TypeVar("S", bound=msgspec.Struct)
 _AT = re.compile(r" - at `\$(.*)`$")
@@ -301,15 +311,15 @@ def _read(path: Path) -> TraceTables:
             f"{path}: truncated or malformed JSON, expected {_EXPECTED}: {msg}"
         ) from None
     del data
-    k: dict[str, list[Any]] = {c: [] for c in KERNELS.column_names}
-    m: dict[str, list[Any]] = {c: [] for c in MEMCPY.column_names}
+    kernels: list[pa.Table] = []
+    copies: list[pa.Table] = []
     devices: list[dict[str, Any]] = []
     api_records = 0
     for proc in root.tool:
         gpu: dict[int | None, int] = {}
-        is_gpu: dict[int | None, bool] = {}
+        state: dict[int | None, int] = {}
         for a in proc.agents:
-            is_gpu[a.id.handle] = _is_gpu(a)
+            state[a.id.handle] = AGENT_GPU if _is_gpu(a) else AGENT_HOST
             if _is_gpu(a):
                 gpu[a.id.handle] = len(gpu)
                 devices.append(
@@ -322,83 +332,15 @@ def _read(path: Path) -> TraceTables:
                         "process_id": proc.metadata.pid,
                     }
                 )
-        syms = {s.kernel_id: s for s in proc.kernel_symbols}
-        for d in proc.buffer_records.kernel_dispatch:
-            if not _timed(d.start_timestamp, d.end_timestamp, "kernel_dispatch"):
-                continue
-            info = d.dispatch_info
-            sym = syms.get(info.kernel_id) if info.kernel_id is not None else None
-            name = sym and (sym.formatted_kernel_name or sym.kernel_name)
-            if not name:
-                # KERNELS.name is required: a dispatch nobody can name is left out
-                note_dropped("kernel_dispatch: kernel_id without a kernel_symbols name")
-                continue
-            wg, gr = info.workgroup_size, info.grid_size
-            # the record's fields by their SDK names; KERNEL_FIELDS maps them to columns
-            fields = {
-                "stream_id": d.stream_id.handle if d.stream_id else None,
-                "queue_id": info.queue_id.handle,
-                "correlation_id": d.correlation_id.internal,
-                "dispatch_id": info.dispatch_id,
-                "process_id": proc.metadata.pid,
-                "thread_id": d.thread_id,
-                "arch_vgpr_count": sym.arch_vgpr_count if sym else None,
-                "accum_vgpr_count": sym.accum_vgpr_count if sym else None,
-                "sgpr_count": sym.sgpr_count if sym else None,
-                "group_segment_size": info.group_segment_size,
-                "private_segment_size": info.private_segment_size,
-            }
-            row = {
-                "name": name,
-                "start_ns": d.start_timestamp,
-                "end_ns": d.end_timestamp,
-                "device": gpu.get(info.agent_id.handle),
-                "grid_x": _ceil(gr.x, wg.x),
-                "grid_y": _ceil(gr.y, wg.y),
-                "grid_z": _ceil(gr.z, wg.z),
-                "block_x": wg.x,
-                "block_y": wg.y,
-                "block_z": wg.z,
-                **{column: fields[f] for column, f in _KERNEL_COLUMNS},
-            }
-            for c in KERNELS.column_names:
-                k[c].append(row.get(c))
-        for cp in proc.buffer_records.memory_copy:
-            if not _timed(cp.start_timestamp, cp.end_timestamp, "memory_copy"):
-                continue
-            kind = copy_kind(is_gpu.get(cp.src_agent_id.handle), is_gpu.get(cp.dst_agent_id.handle))
-            src, dst = gpu.get(cp.src_agent_id.handle), gpu.get(cp.dst_agent_id.handle)
-            row = {
-                "name": f"MEMORY_COPY_{kind}",
-                "kind": kind,
-                "bytes": cp.bytes,
-                "start_ns": cp.start_timestamp,
-                "end_ns": cp.end_timestamp,
-                "device": copy_device(kind, src, dst),
-                "src_device": src,
-                "dst_device": dst,
-                "correlation_id": cp.correlation_id.internal,
-            }
-            for col in MEMCPY.column_names:
-                m[col].append(row.get(col))
         b = proc.buffer_records
+        kernels.append(_kernels(path, proc, gpu))
+        copies.append(_copies(path, b.memory_copy, gpu, state))
         api_records += len(b.hip_api) + len(b.hsa_api) + len(b.marker_api)
     out = TraceTables()
-    for spec, cols, attr in ((KERNELS, k, "kernels"), (MEMCPY, m, "memcpy")):
-        n = len(cols["start_ns"])
-        start = pa.chunked_array([pa.array(cols["start_ns"], _I64)])
-        end = pa.chunked_array([pa.array(cols["end_ns"], _I64)])
-        dur = check_times(path, start, end, _EXPECTED)
-        given = {
-            c: lenient_array(v, spec.schema.field(c).type, f"{attr}.{c}")
-            for c, v in cols.items()
-            if c
-            in (set(spec.column_names) - {"source", "time_is_gpu", "dur_ns", "start_ns", "end_ns"})
-        }
-        given.update(source=SOURCE, start_ns=start, end_ns=end, dur_ns=dur)
-        if attr == "kernels":
-            given["time_is_gpu"] = True
-        setattr(out, attr, fill_table(path, spec, n, given))
+    if kernels:
+        out.kernels = pa.concat_tables(kernels)
+    if copies:
+        out.memcpy = pa.concat_tables(copies)
     out.meta = {
         "tool": "rocprofv3",
         "format": SOURCE,
@@ -409,6 +351,137 @@ def _read(path: Path) -> TraceTables:
         "api_records_not_tabled": api_records,
     }
     return out
+
+
+def _keep_timed(
+    start: list[int | None], end: list[int | None], where: str
+) -> tuple[pa.Array, pa.Array, pa.Array | None]:
+    """(start, end, rows kept or None for all) of records with a usable start and end; the
+    others are counted as dropped, as :func:`_timed` says."""
+    try:
+        s, e = pa.array(start, _I64), pa.array(end, _I64)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        # a time beyond int64: record by record
+        keep = [_timed(a, b, where) for a, b in zip(start, end, strict=True)]
+        s = pa.array([a if k else None for a, k in zip(start, keep, strict=True)], _I64)
+        e = pa.array([b if k else None for b, k in zip(end, keep, strict=True)], _I64)
+        return s, e, None if all(keep) else pa.array(keep)
+    present = pc.and_(pc.is_valid(s), pc.is_valid(e))
+    ordered = pc.fill_null(pc.greater_equal(e, s), False)
+    kept = pc.and_(present, ordered)
+    n, m, k = len(s), int(pc.sum(present).as_py() or 0), int(pc.sum(kept).as_py() or 0)
+    note_dropped(f"{where}: start/end missing or not a number", n - m)
+    note_dropped(f"{where}: end before start", m - k)
+    return s, e, None if k == n else kept
+
+
+def _table(
+    path: Path, spec: TableSpec, n: int, start: pa.Array, end: pa.Array, given: dict[str, Any]
+) -> pa.Table:
+    """The table of ``spec``: Python lists through :func:`lenient_array` (a value that does
+    not fit is null, counted), arrays as they are."""
+    cols: dict[str, Any] = {
+        c: lenient_array(v, spec.schema.field(c).type, f"{spec.name}.{c}")
+        if isinstance(v, list) else v
+        for c, v in given.items()
+    }  # fmt: skip
+    dur = check_times(path, pa.chunked_array([start]), pa.chunked_array([end]), _EXPECTED)
+    cols.update(source=SOURCE, start_ns=start, end_ns=end, dur_ns=dur)
+    return fill_table(path, spec, n, cols)
+
+
+def _kernels(path: Path, proc: _Process, gpu: dict[int | None, int]) -> pa.Table:
+    """KERNELS of one process: every column built from the records at once."""
+    ds = proc.buffer_records.kernel_dispatch
+    start, end, keep = _keep_timed(list(map(_START, ds)), list(map(_END, ds)), "kernel_dispatch")
+    # a dispatch's name is its symbol's (the last symbol of a kernel id wins)
+    syms = {s.kernel_id: s for s in proc.kernel_symbols if s.kernel_id is not None}
+    symbols = list(syms.values())
+    position = {kid: i for i, kid in enumerate(syms)}
+    names = [s.formatted_kernel_name or s.kernel_name or None for s in symbols]
+    kernel_ids = map(attrgetter("dispatch_info.kernel_id"), ds)
+    index = pa.array([position.get(k, -1) for k in kernel_ids], pa.int32())
+    named_sym = pa.array([nm is not None for nm in names] + [False], pa.bool_())
+    named = pc.take(named_sym, pc.if_else(pc.less(index, 0), len(names), index))
+    timed = keep if keep is not None else pa.array(np.ones(len(ds), bool))
+    keep_all = pc.and_(timed, named)
+    # KERNELS.name is required: a dispatch nobody can name is left out
+    note_dropped(
+        "kernel_dispatch: kernel_id without a kernel_symbols name",
+        int(pc.sum(timed).as_py() or 0) - int(pc.sum(keep_all).as_py() or 0),
+    )
+    if int(pc.sum(keep_all).as_py() or 0) != len(ds):
+        mask = keep_all.to_numpy(zero_copy_only=False)
+        ds = [d for d, k in zip(ds, mask, strict=True) if k]
+        start, end, index = start.filter(keep_all), end.filter(keep_all), index.filter(keep_all)
+    n = len(ds)
+
+    def each(field: str) -> list[Any]:
+        return list(map(attrgetter(field), ds))
+
+    def per_symbol(values: list[Any]) -> pa.Array:
+        return pc.take(lenient_array(values, _I64, "kernel_symbols"), index)
+
+    # the record's fields by their SDK names; KERNEL_FIELDS maps them to columns
+    fields: dict[str, Any] = {
+        "stream_id": [d.stream_id.handle if d.stream_id else None for d in ds],
+        "queue_id": each("dispatch_info.queue_id.handle"),
+        "correlation_id": each("correlation_id.internal"),
+        "dispatch_id": each("dispatch_info.dispatch_id"),
+        "process_id": proc.metadata.pid,
+        "thread_id": each("thread_id"),
+        "arch_vgpr_count": per_symbol([s.arch_vgpr_count for s in symbols]),
+        "accum_vgpr_count": per_symbol([s.accum_vgpr_count for s in symbols]),
+        "sgpr_count": per_symbol([s.sgpr_count for s in symbols]),
+        "group_segment_size": each("dispatch_info.group_segment_size"),
+        "private_segment_size": each("dispatch_info.private_segment_size"),
+    }
+    given: dict[str, Any] = {
+        "name": pa.DictionaryArray.from_arrays(index, pa.array(names, pa.string())),
+        "time_is_gpu": True,
+        "device": list(map(gpu.get, each("dispatch_info.agent_id.handle"))),
+        **{f"block_{a}": each(f"dispatch_info.workgroup_size.{a}") for a in "xyz"},
+        **{column: fields[f] for column, f in _KERNEL_COLUMNS},
+    }
+    for a in "xyz":
+        g = each(f"dispatch_info.grid_size.{a}")
+        try:
+            given[f"grid_{a}"] = ceil_div(pa.array(g, _I64), pa.array(given[f"block_{a}"], _I64))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            # a size beyond int64: value by value (and null, counted, where it does not fit)
+            given[f"grid_{a}"] = [_ceil(x, y) for x, y in zip(g, given[f"block_{a}"], strict=True)]
+    return _table(path, KERNELS, n, start, end, given)
+
+
+def _copies(
+    path: Path, cps: list[_Copy], gpu: dict[int | None, int], state: dict[int | None, int]
+) -> pa.Table:
+    """MEMCPY of one process: direction from the two agents' types."""
+    start, end, keep = _keep_timed(list(map(_START, cps)), list(map(_END, cps)), "memory_copy")
+    if keep is not None:
+        mask = keep.to_numpy(zero_copy_only=False)
+        cps = [c for c, k in zip(cps, mask, strict=True) if k]
+        start, end = start.filter(keep), end.filter(keep)
+    src_h = list(map(attrgetter("src_agent_id.handle"), cps))
+    dst_h = list(map(attrgetter("dst_agent_id.handle"), cps))
+    kinds, device_is_dst = copy_kinds(
+        np.array([state.get(h, AGENT_UNKNOWN) for h in src_h], np.int8),
+        np.array([state.get(h, AGENT_UNKNOWN) for h in dst_h], np.int8),
+    )
+    src = pa.array(list(map(gpu.get, src_h)), pa.int32())
+    dst = pa.array(list(map(gpu.get, dst_h)), pa.int32())
+    names = pa.DictionaryArray.from_arrays(
+        kinds.indices, pc.binary_join_element_wise("MEMORY_COPY_", kinds.dictionary, "")
+    )
+    return _table(path, MEMCPY, len(cps), start, end, {
+        "name": names,
+        "kind": kinds,
+        "bytes": list(map(attrgetter("bytes"), cps)),
+        "device": pc.if_else(pa.array(device_is_dst), dst, src),
+        "src_device": src,
+        "dst_device": dst,
+        "correlation_id": list(map(attrgetter("correlation_id.internal"), cps)),
+    })  # fmt: skip
 
 
 class Rocprofv3JsonImporter(Importer):
