@@ -159,7 +159,10 @@ class _Intervals:
     Sorted by (group, start, end descending) so that, among intervals containing t, the
     innermost one is the last one that starts at or before t and ends at or after t. That
     "last index j <= k with end[j] >= t" is found with a sparse table of running maxima of
-    ``end``, descending one power of two at a time (all queries at once).
+    ``end``, descending one power of two at a time (all queries at once). The table holds
+    the ends' ranks among the distinct ends as int32 (``end >= t`` exactly when the end's
+    rank is at least the number of distinct ends below ``t``): half the memory of the
+    int64 times, ~90 MB less at a million intervals.
     """
 
     def __init__(self, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
@@ -172,7 +175,8 @@ class _Intervals:
         self.times = _sorted_unique(self.start)
         self.span = len(self.times) + 1
         self.keys = self.group * self.span + np.searchsorted(self.times, self.start)
-        levels = [self.end]
+        self.end_values = _sorted_unique(self.end)
+        levels = [np.searchsorted(self.end_values, self.end).astype(np.int32)]
         step = 1
         while step < len(self.end):
             prev = levels[-1]
@@ -190,10 +194,12 @@ class _Intervals:
             return out
         rank = np.searchsorted(self.times, t, side="right") - 1
         pos = np.searchsorted(self.keys, group * self.span + rank, side="right") - 1
+        # an end >= t  <=>  its rank >= the number of distinct ends below t
+        t_rank = np.searchsorted(self.end_values, t, side="left")
         for p in range(len(self.levels) - 1, -1, -1):
             live = pos >= 0
-            block_max = np.where(live, self.levels[p][np.maximum(pos, 0)], t)
-            skip = live & (block_max < t)
+            block_max = np.where(live, self.levels[p][np.maximum(pos, 0)], t_rank)
+            skip = live & (block_max < t_rank)
             pos = np.where(skip, pos - (1 << p), pos)
         found = pos >= 0
         safe = np.maximum(pos, 0)
