@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -533,8 +535,346 @@ def counter_work(values: Mapping[str, float]) -> dict[str, Any]:
     }
 
 
-def _dispatch_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (row.get("device"), row.get("dispatch_id"), row.get("correlation_id"))
+# The vectorised kernel roofline below computes exactly (bit for bit) what a loop of
+# counter_work over the dispatches gives, summed per kernel name in dispatch order; the
+# reference loop is kept in tests/analysis/test_kernel_roofline_vectorised.py.
+
+_I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
+_BOOL = npt.NDArray[np.bool_]
+
+#: FLOP terms in counter_work's order: (counter, by_dtype key, multiplier)
+_FLOP_TERMS: tuple[tuple[str, str, float], ...] = tuple(
+    [
+        (f"SQ_INSTS_VALU_{op}_{suffix}", dtype, 64.0 * mult)
+        for suffix, dtype in _VALU_DTYPES.items()
+        for op, mult in _VALU_OPS.items()
+    ]
+    + [(f"SQ_INSTS_VALU_MFMA_MOPS_{s}", d + "_matrix", 512.0) for s, d in _MFMA_DTYPES.items()]
+)
+#: by_dtype keys in the order a dispatch's counter_work inserts them
+_DTYPE_KEYS: tuple[str, ...] = tuple(dict.fromkeys(key for _, key, _ in _FLOP_TERMS))
+#: every counter counter_work reads (after ``_sum`` is dropped)
+_WORK_COUNTERS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [c for c, _, _ in _FLOP_TERMS]
+        + ["TCC_EA0_RDREQ", "TCC_EA0_WRREQ", "TCC_BUBBLE", "TCC_EA0_RDREQ_32B"]
+        + ["TCC_EA0_WRREQ_64B", "TCC_EA_RDREQ", "TCC_EA_WRREQ", "TCC_EA_RDREQ_32B"]
+        + ["TCC_EA_WRREQ_64B", "TCP_TCC_READ_REQ", "TCP_TCC_WRITE_REQ"]
+        + ["TCP_TCC_ATOMIC_WITH_RET_REQ", "TCP_TCC_ATOMIC_WITHOUT_RET_REQ"]
+        + ["SQ_LDS_IDX_ACTIVE", "SQ_LDS_BANK_CONFLICT"]
+    )
+)
+_ARCHS: tuple[str | None, ...] = (None, "mi300", "mi200")
+#: builtin sum() of floats: compensated (Neumaier) from Python 3.12, plain before
+_COMPENSATED_SUM = sys.version_info >= (3, 12)
+#: a key span up to this many times the row count is addressed directly (no hashing)
+_DIRECT_SPAN = 4
+
+
+def _int_column(col: pa.ChunkedArray) -> tuple[_I64, _BOOL]:
+    """(values with nulls as 0, validity) of an integer column."""
+    col = pc.cast(col, pa.int64())
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    values = np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return values, valid
+
+
+def _string_codes(col: pa.ChunkedArray) -> tuple[_I64, list[str | None]]:
+    """Per row a code of its string (null one of them), and the strings by code."""
+    index: dict[str | None, int] = {}
+    parts = [np.zeros(0, dtype=np.int64)]
+    for chunk in col.chunks:
+        enc = pc.dictionary_encode(chunk, null_encoding="encode")
+        local = [index.setdefault(s, len(index)) for s in enc.dictionary.to_pylist()]
+        parts.append(np.asarray(local, dtype=np.int64)[enc.indices.to_numpy()])
+    return np.concatenate(parts), list(index)
+
+
+def _renumber(codes: _I64) -> tuple[_I64, int]:
+    """Dense codes (0..n-1, by first appearance) of int64 codes, and n."""
+    enc = pc.dictionary_encode(pa.array(codes, type=pa.int64()))
+    return np.asarray(enc.indices.to_numpy(), dtype=np.int64), len(enc.dictionary)
+
+
+def _key_codes(col: pa.ChunkedArray) -> tuple[_I64, int]:
+    """Codes of one key column, null its own value, and their span (codes < span)."""
+    values, valid = _int_column(col)
+    if not valid.any():
+        return np.zeros(len(values), dtype=np.int64), 1
+    lo, hi = int(values[valid].min()), int(values[valid].max())
+    if hi - lo <= _DIRECT_SPAN * len(values) + 1024:
+        return np.where(valid, values - lo + 1, 0), hi - lo + 2
+    codes, n = _renumber(np.where(valid, values, 0))
+    return np.where(valid, codes + 1, 0), n + 1
+
+
+def _first_appearance_ids(codes: _I64, span: int) -> tuple[_I64, _I64]:
+    """Per row the id of its code (codes < span), ids numbered by first appearance (0, 1,
+    ...), and each id's first row."""
+    n = len(codes)
+    if span > _DIRECT_SPAN * n + 1024:
+        codes, span = _renumber(codes)
+    rows = np.arange(n, dtype=np.int64)
+    first = np.full(span, n, dtype=np.int64)
+    np.minimum.at(first, codes, rows)
+    first_rows = np.flatnonzero(first[codes] == rows)
+    del first, rows
+    ids = np.full(span, -1, dtype=np.int64)
+    ids[codes[first_rows]] = np.arange(len(first_rows), dtype=np.int64)
+    return ids[codes], first_rows
+
+
+def _dispatch_groups(counters: pa.Table) -> tuple[_I64, _I64]:
+    """The counter rows' dispatches, by (device, dispatch id, correlation id) with nulls as
+    values: per row its dispatch, numbered by first appearance, and each one's first row."""
+    code, span = _key_codes(counters.column("device"))
+    for name in ("dispatch_id", "correlation_id"):
+        c, s = _key_codes(counters.column(name))
+        if span * s >= 1 << 62:
+            code, span = _renumber(code)
+        if span * s >= 1 << 62:
+            c, s = _renumber(c)
+        code, span = code * s + c, span * s
+    return _first_appearance_ids(code, span)
+
+
+def _last_row_lookup(col: pa.ChunkedArray, query: pa.ChunkedArray, skip: _BOOL) -> _I64:
+    """Per query value the last row of ``col`` that holds it (a dict filled in row order),
+    -1 for none, a null or a skipped query."""
+    keys, keys_valid = _int_column(col)
+    q, q_valid = _int_column(query)
+    q_valid &= ~skip
+    out = np.full(len(q), -1, dtype=np.int64)
+    rows = np.flatnonzero(keys_valid)
+    if not len(rows) or not q_valid.any():
+        return out
+    k = keys[rows]
+    lo, hi = int(k.min()), int(k.max())
+    if hi - lo <= _DIRECT_SPAN * (len(k) + len(q)) + 1024:
+        table = np.full(hi - lo + 1, -1, dtype=np.int64)
+        np.maximum.at(table, k - lo, rows)
+        inside = q_valid & (q >= lo) & (q <= hi)
+        out[inside] = table[q[inside] - lo]
+        return out
+    rev = rows[::-1]
+    idx = pc.index_in(pa.array(q[q_valid]), value_set=pa.array(keys[rev]))
+    pos = np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    out[q_valid] = np.where(pos >= 0, rev[pos], -1)
+    return out
+
+
+def _float_sum(terms: list[tuple[_F64, _BOOL]], n: int) -> _F64:
+    """builtin ``sum`` (int 0 start) of each dispatch's present terms, in order."""
+    hi = np.zeros(n)
+    lo = np.zeros(n)
+    started = np.zeros(n, dtype=np.bool_)
+    for x, present in terms:
+        if not _COMPENSATED_SUM:
+            hi = np.where(present, hi + x, hi)
+            continue
+        new, cont = present & ~started, present & started
+        t = hi + x
+        comp = np.where(np.abs(hi) >= np.abs(x), (hi - t) + x, (x - t) + hi)
+        lo = np.where(cont, lo + comp, lo)
+        hi = np.where(new, 0.0 + x, np.where(cont, t, hi))
+        started |= present
+    if _COMPENSATED_SUM:
+        hi = np.where((lo != 0) & np.isfinite(lo), hi + lo, hi)
+    return hi
+
+
+class _DispatchCounters:
+    """The counters counter_work reads, summed per matched dispatch (rows in order), as
+    counter_work sees them: ``X`` and ``X_sum`` are one counter, the spelling that came
+    later in a dispatch's rows winning."""
+
+    def __init__(self, counters: pa.Table, dispatch: _I64, slot: _I64, n: int) -> None:
+        self.n = n
+        self.zero = np.zeros(n)
+        self.absent = np.zeros(n, dtype=np.bool_)
+        # matched rows of counters counter_work reads, grouped by counter in row order
+        rows = np.flatnonzero((slot >= 0) & (dispatch >= 0))
+        # few counters: a stable radix sort of small ints keeps the row order within each
+        order = np.argsort(slot[rows].astype(np.int16), kind="stable")
+        self.rows = rows[order]
+        self.dispatch = dispatch[self.rows]
+        self.bounds = np.searchsorted(slot[self.rows], np.arange(2 * len(_WORK_COUNTERS) + 1))
+        values = counters.column("value")
+        self.values = (
+            np.asarray(values.to_numpy(), dtype=np.float64)[self.rows]
+            if len(self.rows)
+            else self.zero[:0]
+        )
+
+    def _spelling(self, s: int) -> tuple[_F64, _BOOL, _I64] | None:
+        a, b = self.bounds[s], self.bounds[s + 1]
+        if a == b:
+            return None
+        d = self.dispatch[a:b]
+        total = np.zeros(self.n)
+        np.add.at(total, d, self.values[a:b])
+        none = np.iinfo(np.int64).max
+        first = np.full(self.n, none, dtype=np.int64)
+        np.minimum.at(first, d, self.rows[a:b])
+        return total, first < none, first
+
+    def get(self, name: str) -> tuple[_F64, _BOOL]:
+        """(value, present) per dispatch; absent: 0.0 (shared arrays, not to be written)."""
+        s = 2 * _WORK_COUNTERS.index(name)
+        plain, summed = self._spelling(s), self._spelling(s + 1)
+        if plain is None and summed is None:
+            return self.zero, self.absent
+        if plain is None or summed is None:
+            got = plain if summed is None else summed
+            assert got is not None
+            return got[0], got[1]
+        # both spellings: counter_work's dict keeps the one inserted later
+        use_sum = summed[1] & (~plain[1] | (summed[2] > plain[2]))
+        return np.where(use_sum, summed[0], plain[0]), plain[1] | summed[1]
+
+
+def _dispatch_work(c: _DispatchCounters) -> dict[str, Any]:
+    """counter_work for every dispatch at once: (value, present) arrays per quantity, the
+    FLOPs by dtype (only dtypes some dispatch has) and the arch (index in _ARCHS)."""
+    by_dtype: dict[str, tuple[_F64, _BOOL]] = {}
+    for counter, key, mult in _FLOP_TERMS:
+        x, present = c.get(counter)
+        if present.any():
+            acc, seen = by_dtype.get(key, (c.zero, c.absent))
+            by_dtype[key] = (np.where(present, acc + mult * x, acc), seen | present)
+    flop_seen = c.absent
+    for _, seen in by_dtype.values():
+        flop_seen = flop_seen | seen
+    flops = _float_sum(list(by_dtype.values()), c.n) if by_dtype else c.zero
+
+    rd3, rd3_ok = c.get("TCC_EA0_RDREQ")
+    wr3, wr3_ok = c.get("TCC_EA0_WRREQ")
+    rd2, rd2_ok = c.get("TCC_EA_RDREQ")
+    wr2, wr2_ok = c.get("TCC_EA_WRREQ")
+    is300 = rd3_ok & wr3_ok
+    is200 = ~is300 & rd2_ok & wr2_ok
+    hbm, hbm_ok = c.zero, c.absent
+    if is300.any():
+        bubble, bubble_ok = c.get("TCC_BUBBLE")
+        rd32, rd32_ok = c.get("TCC_EA0_RDREQ_32B")
+        wr64, wr64_ok = c.get("TCC_EA0_WRREQ_64B")
+        hbm_ok = is300 & bubble_ok & rd32_ok & wr64_ok
+        hbm = 128 * bubble + 32 * rd32 + 64 * (rd3 - bubble - rd32) + 32 * (wr3 - wr64) + 64 * wr64
+    if is200.any():
+        rd32, rd32_ok = c.get("TCC_EA_RDREQ_32B")
+        wr64, wr64_ok = c.get("TCC_EA_WRREQ_64B")
+        ok200 = is200 & rd32_ok & wr64_ok
+        hbm200 = 32 * rd32 + 64 * (rd2 - rd32) + 64 * wr64 + 32 * (wr2 - wr64)
+        hbm, hbm_ok = np.where(ok200, hbm200, hbm), hbm_ok | ok200
+
+    rd, rd_ok = c.get("TCP_TCC_READ_REQ")
+    wr, wr_ok = c.get("TCP_TCC_WRITE_REQ")
+    l2, l2_ok = c.zero, rd_ok & wr_ok
+    if l2_ok.any():
+        atomics = (
+            c.get("TCP_TCC_ATOMIC_WITH_RET_REQ")[0] + c.get("TCP_TCC_ATOMIC_WITHOUT_RET_REQ")[0]
+        )
+        l2 = 64 * (rd + wr + atomics)
+    idx, idx_ok = c.get("SQ_LDS_IDX_ACTIVE")
+    conflict, conflict_ok = c.get("SQ_LDS_BANK_CONFLICT")
+    lds, lds_ok = c.zero, idx_ok & conflict_ok
+    if lds_ok.any():
+        lds = (idx - conflict) * 4 * 32
+    return {
+        "flops": (flops, flop_seen),
+        "hbm": (hbm, hbm_ok),
+        "l2": (l2, l2_ok),
+        "lds": (lds, lds_ok),
+        "by_dtype": by_dtype,
+        "arch": np.where(is300, 1, np.where(is200, 2, 0)),
+    }
+
+
+def _sum_by(ids: _I64, n: int, values: _F64, present: _BOOL) -> tuple[list[float], list[bool]]:
+    """Per id: the sum of its present values in order (0.0 start), and whether all were."""
+    total = np.zeros(n)
+    if present.any():
+        np.add.at(total, ids[present], values[present])
+    missing = np.bincount(ids[~present], minlength=n)
+    return total.tolist(), (missing == 0).tolist()
+
+
+def _kernel_aggregates(kernels: pa.Table, counters: pa.Table) -> dict[str, dict[str, Any]]:
+    """Per kernel name (in order of its first matched dispatch) what the dispatch loop sums:
+    time, dispatches, FLOPs / HBM / L2 / LDS bytes with their ``*_ok`` flags, FLOPs by dtype
+    and the first dispatch's arch."""
+    if counters.column("value").null_count:
+        raise TypeError("unsupported operand type(s) for +: 'float' and 'NoneType'")
+    gid, first_rows = _dispatch_groups(counters)
+    # duration per dispatch: by dispatch id, else correlation id (the last kernel row wins)
+    dur_col = kernels.column("dur_ns")
+    dur_ok = np.asarray(dur_col.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    no = np.zeros(len(first_rows), dtype=np.bool_)
+    row = _last_row_lookup(
+        kernels.column("dispatch_id"), counters.column("dispatch_id").take(first_rows), no
+    )
+    got = (row >= 0) & dur_ok[np.maximum(row, 0)]
+    by_corr = _last_row_lookup(
+        kernels.column("correlation_id"), counters.column("correlation_id").take(first_rows), got
+    )
+    row = np.where(got, row, by_corr)
+    matched = np.flatnonzero((row >= 0) & dur_ok[np.maximum(row, 0)])
+    if not len(matched):
+        return {}
+    n = len(matched)
+    # an int duration becomes a float as in Python's float + int (rounded to nearest)
+    dur = np.asarray(
+        pc.fill_null(dur_col.take(row[matched]), 0).to_numpy(zero_copy_only=False),
+        dtype=np.float64,
+    )
+    # per row its matched dispatch (numbered in dispatch order), -1 for none
+    m_of_group = np.full(len(first_rows), -1, dtype=np.int64)
+    m_of_group[matched] = np.arange(n, dtype=np.int64)
+    m_row = m_of_group[gid]
+    del m_of_group
+    raw, raw_names = _string_codes(counters.column("counter"))
+    slot_of = np.full(len(raw_names), -1, dtype=np.int64)
+    for i, name in enumerate(raw_names):
+        base = name.removesuffix("_sum") if name is not None else None
+        if base in _WORK_COUNTERS:
+            slot_of[i] = 2 * _WORK_COUNTERS.index(base) + (base != name)
+    if None in raw_names and (m_row[raw == raw_names.index(None)] >= 0).any():
+        raise AttributeError("'NoneType' object has no attribute 'removesuffix'")
+    work = _dispatch_work(_DispatchCounters(counters, m_row, slot_of[raw], n))
+    del raw, m_row
+    # kernel name per dispatch: its last counter row's; names in order of first dispatch
+    last = np.zeros(len(first_rows), dtype=np.int64)
+    np.maximum.at(last, gid, np.arange(len(gid), dtype=np.int64))
+    del gid
+    kcode, kstrings = _string_codes(counters.column("kernel_name"))
+    codes = kcode[last[matched]]
+    del kcode, last
+    nid, first_m = _first_appearance_ids(codes, len(kstrings))
+    # (a null name, which the schema rules out, is passed on as the dispatch loop did)
+    names = [cast(str, kstrings[c]) for c in codes[first_m].tolist()]
+    n_names = len(names)
+    time, _ = _sum_by(nid, n_names, dur, np.ones(n, dtype=np.bool_))
+    count = np.bincount(nid, minlength=n_names).tolist()
+    arch = work["arch"][first_m].tolist()
+    sums = {q: _sum_by(nid, n_names, *work[q]) for q in ("flops", "hbm", "l2", "lds")}
+    dtypes: list[list[tuple[int, int, str, float]]] = [[] for _ in names]
+    for key, (values, seen) in work["by_dtype"].items():
+        total, _ = _sum_by(nid, n_names, values, seen)
+        first = np.full(n_names, n, dtype=np.int64)
+        np.minimum.at(first, nid[seen], np.flatnonzero(seen))
+        rank = _DTYPE_KEYS.index(key)
+        for i in np.flatnonzero(first < n).tolist():
+            dtypes[i].append((int(first[i]), rank, key, total[i]))
+    agg: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(names):
+        a: dict[str, Any] = {"time": time[i], "n": count[i], "arch": _ARCHS[arch[i]]}
+        for q, (total, ok) in sums.items():
+            a[q], a[f"{q}_ok"] = total[i], ok[i]
+        # a dtype enters a name's dict at its first dispatch, in counter_work's key order
+        a["by_dtype"] = {key: f for _, _, key, f in sorted(dtypes[i])}
+        agg[name] = a
+    return agg
 
 
 def kernel_roofline(
@@ -546,51 +886,16 @@ def kernel_roofline(
     time, FLOPs and HBM bytes are summed over its matched dispatches and divided by the
     number of iterations (1 when kernels carry no iteration). Also returns per-name
     details (L2 and LDS bytes, arch, dispatches matched).
+
+    Column-wise: what :func:`counter_work` gives per dispatch, summed per name in dispatch
+    order, bit for bit (duplicate counter rows of a dispatch summed in row order).
     """
     if counters is None or not counters.num_rows or kernels is None or not kernels.num_rows:
         return ROOFLINE.empty(), []
-    per_dispatch: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
-    names: dict[tuple[Any, ...], str] = {}
-    for r in counters.select(
-        ["device", "dispatch_id", "correlation_id", "kernel_name", "counter", "value"]
-    ).to_pylist():
-        k = _dispatch_key(r)
-        per_dispatch[k][r["counter"]] = per_dispatch[k].get(r["counter"], 0.0) + r["value"]
-        names[k] = r["kernel_name"]
-    by_dispatch: dict[Any, float] = {}
-    by_corr: dict[Any, float] = {}
-    for row in kernels.select(["dispatch_id", "correlation_id", "dur_ns"]).to_pylist():
-        if row["dispatch_id"] is not None:
-            by_dispatch[row["dispatch_id"]] = row["dur_ns"]
-        if row["correlation_id"] is not None:
-            by_corr[row["correlation_id"]] = row["dur_ns"]
+    with np.errstate(all="ignore"):  # inf - inf is NaN, quietly, as in Python
+        agg = _kernel_aggregates(kernels, counters)
     iters = kernels.column("iteration").drop_null() if "iteration" in kernels.column_names else []
     n_iter = max(1, len(pc.unique(iters))) if len(iters) else 1
-    agg: dict[str, dict[str, Any]] = {}
-    for k, values in per_dispatch.items():
-        _, dispatch, corr = k
-        dur = by_dispatch.get(dispatch) if dispatch is not None else None
-        if dur is None and corr is not None:
-            dur = by_corr.get(corr)
-        if dur is None:
-            continue
-        w = counter_work(values)
-        a = agg.setdefault(
-            names[k],
-            {"time": 0.0, "flops": 0.0, "hbm": 0.0, "l2": 0.0, "lds": 0.0, "n": 0,
-             "flops_ok": True, "hbm_ok": True, "l2_ok": True, "lds_ok": True,
-             "by_dtype": defaultdict(float), "arch": w["arch"]},
-        )  # fmt: skip
-        a["time"] += dur
-        a["n"] += 1
-        for key, src in (("flops", "flops"), ("hbm", "hbm_bytes"), ("l2", "l2_bytes"),
-                         ("lds", "lds_bytes")):  # fmt: skip
-            if w[src] is None:
-                a[f"{key}_ok"] = False
-            else:
-                a[key] += w[src]
-        for dt, f in w["flops_by_dtype"].items():
-            a["by_dtype"][dt] += f
     rows, details = [], []
     pb = ceilings.bytes_per_s if ceilings is not None else None
     for name, a in agg.items():
