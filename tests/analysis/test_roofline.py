@@ -542,3 +542,25 @@ def test_counter_valu_work_is_held_to_the_vector_roof() -> None:
     (row,) = table.to_pylist()
     # FP64 FMA on VALU: MI300X's FP64 vector roof (81.7 TF), not its FP64 matrix one (163.4)
     assert row["dtype"] == "float64" and row["peak_flops_per_s"] == pytest.approx(81.7e12)
+
+
+def test_infinite_bytes_give_no_roof_not_a_division_by_zero() -> None:
+    """Odd counters (bytes overflowing to inf) make the intensity 0 with work done: the row
+    has no bound or efficiency (unknown) instead of raising ZeroDivisionError."""
+    from aaco.analysis.roofline import roofline_row
+
+    row = roofline_row(
+        level="kernel",
+        name="k",
+        op_type=None,
+        dtype="float32",
+        calls_per_iter=1.0,
+        time_ns=1000.0,
+        flops=1e6,
+        nbytes=float("inf"),
+        peak_flops=1e12,
+        peak_bytes=1e12,
+        source="test",
+    )
+    assert row["intensity"] == 0.0
+    assert row["bound"] is None and row["efficiency"] is None

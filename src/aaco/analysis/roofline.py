@@ -122,7 +122,8 @@ def roofline_row(
     pf, pb = _pos(peak_flops), _pos(peak_bytes)
     ridge = pf / pb if pf and pb else None
     attainable = bound = efficiency = headroom = None
-    if pf and pb and flops and intensity is not None and ach_f:
+    # intensity 0 with work done (bytes counted as infinite: odd counters) has no roof
+    if pf and pb and flops and intensity and ach_f:
         attainable = min(pf, intensity * pb)
         bound = "memory" if ridge is not None and intensity < ridge else "compute"
         efficiency = ach_f / attainable
