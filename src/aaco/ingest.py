@@ -152,6 +152,13 @@ def _write_analyzed(bundle: Path, analyzed: AnalyzedTrace, existing_ops: pa.Tabl
         if existing_ops is not None and existing_ops.num_rows:
             ops = pa.concat_tables([existing_ops, TABLES["ops"].conform(ops)])
         write_table(bundle / TABLES["ops"].path, TABLES["ops"].conform(ops))
+    elif existing_ops is not None:
+        # a trace without ops: the bundle keeps only its own (native) rows, never the ops
+        # of an import this one replaces
+        if existing_ops.num_rows:
+            write_table(bundle / TABLES["ops"].path, existing_ops)
+        else:
+            (bundle / TABLES["ops"].path).unlink(missing_ok=True)
     write_table(bundle / OP_KERNEL_MAP.path, analyzed.op_map)
     write_table(bundle / KERNEL_GROUPS.path, analyzed.groups)
     atomic_write_json(bundle / ATTRIBUTION_SUMMARY_FILE, analyzed.attribution)
@@ -185,9 +192,19 @@ def _import_record(
         "seconds": round(seconds, 4),
         # odd values the importers read leniently (null) or left out, over all files
         **odd.meta(),
-        "warning": summary_line(sources),
+        "repeated": t.meta.get("repeated", []),
+        "warning": _warning_line(summary_line(sources), t.meta.get("repeated") or []),
         "warnings": warnings,
     }
+
+
+def _warning_line(odd: str | None, repeated: list[str]) -> str | None:
+    """The one line ``aaco import`` prints: odd values, and files named more than once."""
+    parts = [odd] if odd else []
+    if repeated:
+        n = len(repeated)
+        parts.append(f"{n} file{'s' if n > 1 else ''} named more than once, read once")
+    return "; ".join(parts) or None
 
 
 def ingest_traces(
@@ -290,6 +307,8 @@ def _import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool) -> 
     meta.setdefault("imports", []).append(
         {k: record[k] for k in ("imported_utc", "importers", "events", "rows")}
     )
+    if meta.get("kind") == "import":  # a bundle of traces alone: it is named after them
+        _describe_traces(meta, paths, record)
     save_session(session.path, meta)
     with stage("analyses"):
         analyze(session.path)
@@ -334,14 +353,27 @@ def _import_new(
     try:
         with stage("ingest"):
             record = ingest_traces(writer.path, paths)
+        meta["status"] = STATUS_COMPLETED
+        meta["finished_utc"] = utc_now_iso()
+        meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
+        meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
+        _describe_traces(meta, paths, record)
+        save_session(writer.path, meta)
+        with stage("analyses"):
+            analyze(writer.path)  # an analysis that fails is recorded, not raised
     except BaseException:
+        # bad input, or Ctrl-C / SIGTERM before the bundle was published: the traces are
+        # still where they were, so nothing half-made is kept (no hidden staging folder)
         writer.discard()
         raise
-    meta["status"] = STATUS_COMPLETED
-    meta["finished_utc"] = utc_now_iso()
-    meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]
-    meta["native_ops_rows"] = 0  # every op row of this bundle came from the import
-    meta["run"]["framework"] = _framework(record)
+    final = writer.publish()
+    with stage("reports"):
+        return write_reports(final)
+
+
+def _describe_traces(meta: dict[str, Any], paths: Sequence[Path], record: dict[str, Any]) -> None:
+    """The model, backend and framework fields of an import bundle: the traces it holds."""
+    meta.setdefault("run", {})["framework"] = _framework(record)
     names = [Path(p).name for p in paths]
     meta["model"] = {
         "name": ", ".join(names) if len(names) <= 3 else f"{names[0]} +{len(names) - 1}",
@@ -349,12 +381,6 @@ def _import_new(
         "source": "import",
     }
     meta["backend"] = {"name": ", ".join(record["importers"]) or None, "provider": None}
-    save_session(writer.path, meta)
-    with stage("analyses"):
-        analyze(writer.path)
-    final = writer.publish()
-    with stage("reports"):
-        return write_reports(final)
 
 
 def _framework(record: dict[str, Any]) -> str | None:

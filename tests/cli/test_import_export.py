@@ -211,3 +211,44 @@ def test_import_prints_the_report_it_rendered_for_the_bundle(
     printed = capsys.readouterr().out
     assert printed == (session.path / "report" / "report.txt").read_text()
     assert "AACO session" in printed
+
+
+def test_replace_with_a_trace_without_ops_drops_the_old_ops(tmp_path: Path) -> None:
+    """--replace by a trace that has no framework ops (rocprofv3) leaves none of the replaced
+    trace's ops, and the bundle is named after the trace it now holds."""
+    session = _imported(tmp_path / "s", KINETO_CPU)
+    assert session.ops() is not None and session.ops().num_rows  # type: ignore[union-attr]
+    proc = aaco("import", "-s", str(session.path), "--replace", str(ROCPROF_DIR), "-f", "none")
+    assert proc.returncode == 0, proc.stderr
+    after = Session.load(session.path)
+    assert after.ops() is None
+    assert after.meta["model"]["name"] == ROCPROF_DIR.name
+    assert after.meta["backend"]["name"] != session.meta["backend"]["name"]
+    assert after.table("kernels") is not None and after.table("kernels").num_rows  # type: ignore[union-attr]
+
+
+def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
+    once = _imported(tmp_path / "a", KINETO_CPU)
+    proc = aaco("import", str(KINETO_CPU), str(KINETO_CPU), "-o", str(tmp_path / "b"), "-f", "none")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 file named more than once, read once" in proc.stderr
+    twice = Session.load(tmp_path / "b" / "latest")
+    assert twice.ops().num_rows == once.ops().num_rows  # type: ignore[union-attr]
+    record = json.loads((twice.path / "profiler" / "import.json").read_text())
+    assert record["repeated"] == [str(KINETO_CPU)]
+
+
+def test_an_interrupted_import_leaves_no_staging_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aaco.ingest as ingest
+
+    def interrupted(*args: object, **kwargs: object) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest, "analyze", interrupted)
+    root = tmp_path / "s"
+    with pytest.raises(KeyboardInterrupt):
+        ingest.import_new([KINETO_CPU], root)
+    assert [p for p in root.rglob("*") if p.name.startswith(".")] == []
+    assert list(iter_sessions(root)) == []

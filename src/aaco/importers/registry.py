@@ -113,6 +113,8 @@ def import_paths(paths: Sequence[Path]) -> TraceTables:
 
     A named file that no importer recognises is an error; inside a directory such files are
     skipped and listed in ``meta["skipped"]``. A directory with no trace at all is an error.
+    A file given more than once (or also found in a directory given) is read once, its other
+    mentions listed in ``meta["repeated"]``.
     """
     units: list[tuple[Path, type[Importer]]] = []
     skipped: list[str] = []
@@ -122,8 +124,19 @@ def import_paths(paths: Sequence[Path]) -> TraceTables:
             raise InputError(f"{p}: no recognised trace in this directory")
         units += found
         skipped += skip
-    parts = []
+    # a file named twice (or also found inside a directory given) is read once
+    seen: set[Path] = set()
+    repeated: list[str] = []
+    unique_units: list[tuple[Path, type[Importer]]] = []
     for path, cls in units:
+        key = path.resolve()
+        if key in seen:
+            repeated.append(str(path))
+        else:
+            seen.add(key)
+            unique_units.append((path, cls))
+    parts = []
+    for path, cls in unique_units:
         tables = cls().read(path)
         tables.meta.setdefault("importer", cls.name)
         tables.meta.setdefault("path", str(path))
@@ -132,4 +145,5 @@ def import_paths(paths: Sequence[Path]) -> TraceTables:
     for part in parts:  # files an importer skipped inside a directory it read as a unit
         skipped += [str(x) for x in part.meta.get("skipped") or []]
     merged.meta["skipped"] = skipped
+    merged.meta["repeated"] = repeated
     return merged
