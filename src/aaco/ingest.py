@@ -49,6 +49,7 @@ from aaco.session.bundle import (
     BundleWriter,
     Session,
     atomic_write_json,
+    bundle_lock,
     table_handoff,
     utc_now_iso,
     write_table,
@@ -281,8 +282,10 @@ def _session_node_count(session: Session) -> int | None:
 def import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool = False) -> Session:
     """``aaco import --into``: add traces to an existing bundle (import → analyses →
     render); refuses to mix two imports unless ``replace``."""
-    with table_handoff():  # the analyses and reports get the tables just written
-        return _import_into(session_dir, paths, replace=replace)
+    session = Session.load(session_dir)  # a clear error for a path that is no bundle
+    # one rewrite of a bundle at a time; the tables just written go to the analyses
+    with bundle_lock(session.path), table_handoff():
+        return _import_into(session.path, paths, replace=replace)
 
 
 def _import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool) -> Session:
@@ -407,6 +410,6 @@ def analyze_session(
     calibration, or a newer AACO) and re-render its report copies. ``what_if``:
     :class:`aaco.analysis.critical_path.WhatIf` re-timings of the critical path."""
     session = Session.load(path)
-    with table_handoff():
+    with bundle_lock(session.path), table_handoff():
         diagnose_bundle(session.path, auto_calibrate=auto_calibrate, what_if=what_if)
         return write_reports(session.path)

@@ -252,3 +252,29 @@ def test_an_interrupted_import_leaves_no_staging_folder(
         ingest.import_new([KINETO_CPU], root)
     assert [p for p in root.rglob("*") if p.name.startswith(".")] == []
     assert list(iter_sessions(root)) == []
+
+
+def test_a_second_rewrite_of_one_bundle_waits_for_the_first(tmp_path: Path) -> None:
+    """`aaco import --session ... --replace` takes the bundle's lock: while another holder
+    has it, the command waits, then runs once it is released."""
+    import subprocess
+    import sys
+    import time
+
+    from aaco.session.bundle import bundle_lock
+
+    session = _imported(tmp_path / "s", KINETO_CPU)
+    cmd = [sys.executable, "-m", "aaco", "import", "-s", str(session.path), "--replace"]
+    with bundle_lock(session.path):
+        proc = subprocess.Popen(
+            [*cmd, str(ROCPROF_DIR), "-f", "none"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3.0)
+        assert proc.poll() is None  # still waiting for the lock
+        assert Session.load(session.path).meta["model"]["name"] == KINETO_CPU.name
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert Session.load(session.path).meta["model"]["name"] == ROCPROF_DIR.name

@@ -139,6 +139,25 @@ def table_handoff() -> Iterator[None]:
         _HANDOFF.reset(token)
 
 
+@contextlib.contextmanager
+def bundle_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the bundle folder ``path`` while a command rewrites it
+    (``aaco import --session``, ``aaco analyze``): a second such command on the same bundle
+    waits for the first instead of interleaving its files with it. An advisory ``flock`` on
+    the folder itself (nothing written); where ``fcntl`` is missing, no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def _handed_back(path: Path) -> pa.Table | None:
     """The table written to ``path`` inside :func:`table_handoff`, if the file is unchanged."""
     tables = _HANDOFF.get()
