@@ -158,6 +158,11 @@ def test_export_perfetto_of_an_import(tmp_path: Path) -> None:
     starts = {e["id"] for e in events if e.get("ph") == "s"}
     ends = {e["id"] for e in events if e.get("ph") == "f"}
     assert starts == ends and len(starts) == 8  # one arrow per attributed kernel
+    # `aaco report -f perfetto -o X.gz` writes the same trace, compressed as well
+    again = tmp_path / "report.json.gz"
+    proc = aaco("report", "-s", str(session.path), "-f", "perfetto", "-o", str(again))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(gzip.decompress(again.read_bytes())) == trace
 
 
 def test_export_perfetto_plain_json_and_bad_session(tmp_path: Path) -> None:

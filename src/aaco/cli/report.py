@@ -27,6 +27,9 @@ from aaco.session.bundle import Session, atomic_write_bytes
 
 
 def _write(output: Path, data: bytes) -> None:
+    """``data`` to ``output`` atomically; gzip-compressed when the name ends in ``.gz``."""
+    if output.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
     try:
         atomic_write_bytes(output, data)
     except OSError as exc:
@@ -48,7 +51,8 @@ def _write(output: Path, data: bytes) -> None:
     "--output",
     "-o",
     type=click.Path(path_type=Path),
-    help="Write to this file instead of stdout (html: default report.html in the bundle).",
+    help="Write to this file instead of stdout (html: default report.html in the bundle); "
+    "gzip-compressed when it ends in .gz.",
 )
 @sessions_option("Sessions root for 'latest'.")
 def report(session: str, fmt: str, output: Path | None, sessions: Path | None) -> None:
@@ -233,7 +237,6 @@ def export_perfetto(session: str, output: Path, sessions: Path | None) -> None:
     from aaco.report.perfetto import export_perfetto as build_trace
 
     data = build_trace(Session.load(session_path(session, sessions)))
-    if output.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=6, mtime=0)
     _write(output, data)
-    sys.stderr.write(f"wrote {output} ({len(data) / 1e6:.1f} MB); open it in ui.perfetto.dev\n")
+    size = output.stat().st_size
+    sys.stderr.write(f"wrote {output} ({size / 1e6:.1f} MB); open it in ui.perfetto.dev\n")
