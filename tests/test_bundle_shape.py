@@ -55,6 +55,8 @@ ADDED_KEYS = {
     # issue #19: a device-side sync's waited-on stream and event-record correlation
     "profiler/api_calls.parquet": {"wait_stream", "wait_correlation_id"},
     # the cpu-contention class and the signals of the GPU and scheduler telemetry
+    # issue #20: a file named more than once is read once and listed
+    "profiler/import.json": {".repeated"},
     "metrics/bottleneck.json": {
         ".confidence_by_class.cpu-contention",
         ".signals.runqueue_wait_share",
