@@ -67,3 +67,31 @@ def test_cpu_contention_known_values() -> None:
     assert cpu_contention(60.0, 100.0, 4) == pytest.approx(0.35)
     # a worker busier than the system sample (sampling jitter) is no negative contention
     assert cpu_contention(20.0, 100.0, 4) == 0.0
+
+
+def test_a_counter_reset_is_not_a_negative_rate() -> None:
+    """Two processes one after the other (aaco profile --repeat): the second one's counts
+    start again near 0. The rate adds what each accrued (Prometheus's rate()), never < 0."""
+    rows = []
+    for i in range(6):  # 0..5 s; a new process from 3 s, its counts restarting
+        count = 100 * i if i < 3 else 100 * (i - 3) + 40
+        rows.append(
+            {
+                "ts_ns": i * 1_000_000_000,
+                "proc_cpu_pct": None,
+                "proc_rss_bytes": None,
+                "proc_threads": None,
+                "proc_ctx_voluntary": count,
+                "proc_ctx_involuntary": 0,
+                "proc_minor_faults": None,
+                "proc_major_faults": None,
+                "sys_cpu_pct": None,
+                "sys_cpu_pct_per_core": None,
+                "load_1m": None,
+                "cpu_freq_mhz": None,
+            }
+        )
+    s = summarize_system(SYSTEM_EVENTS.from_rows(rows))
+    # 0->100->200, reset to 40 (40 accrued), ->140->240: 200 + 40 + 200 = 440 over 5 s
+    assert s["ctx_switches_voluntary_per_s"] == pytest.approx(88.0)
+    assert s["ctx_switches_per_s"] == pytest.approx(88.0)

@@ -15,7 +15,11 @@ def _valid(table: pa.Table, col: str) -> np.ndarray[Any, Any]:
 
 
 def _rate(table: pa.Table, col: str) -> float | None:
-    """Per-second rate of a cumulative counter between its first and last non-null sample."""
+    """Per-second rate of a cumulative counter between its first and last non-null sample.
+
+    A count lower than the one before is a counter reset (a new process: ``aaco profile``'s
+    runs, each a process of its own): as Prometheus's ``rate()`` does, the new count is
+    taken as what accrued since the reset, so a rate is never negative."""
     mask = pc.is_valid(table.column(col))
     sub = table.filter(mask)
     if sub.num_rows < 2:
@@ -23,7 +27,11 @@ def _rate(table: pa.Table, col: str) -> float | None:
     ts = sub.column("ts_ns").to_numpy()
     vals = sub.column(col).to_numpy()
     dt = (ts[-1] - ts[0]) / 1e9
-    return float(vals[-1] - vals[0]) / dt if dt > 0 else None
+    if dt <= 0:
+        return None
+    steps = np.diff(vals)
+    grown = np.where(steps >= 0, steps, vals[1:])
+    return float(grown.sum()) / float(dt)
 
 
 def summarize_system(
