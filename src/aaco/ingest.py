@@ -214,16 +214,23 @@ def ingest_traces(
     *,
     graph_node_count: int | None = None,
     keep_ops_rows: int | None = None,
+    require_events: bool = False,
 ) -> dict[str, Any]:
     """Import ``paths`` into the bundle folder ``bundle_dir`` (staging or published).
 
     Writes the trace tables, attribution and derived metrics; returns the import record
-    (also written to ``profiler/import.json``). Raises InputError on unreadable traces,
-    before anything is written.
+    (also written to ``profiler/import.json``). Raises InputError on unreadable traces, and
+    with ``require_events`` (``aaco import``) on traces that hold no event at all, before
+    anything is written.
     """
     t0 = time.perf_counter()
     with stage("read"):
         tables = import_paths(paths)
+    if require_events and tables.event_count == 0:
+        names = ", ".join(str(p) for p in paths)
+        raise InputError(
+            f"{names}: no events to import (no kernels, ops, API calls, copies or annotations)"
+        )
     existing = _existing_ops(bundle_dir)
     if existing is not None and keep_ops_rows is not None:
         existing = existing.slice(0, keep_ops_rows)  # drop the rows a replaced import added
@@ -304,6 +311,7 @@ def _import_into(session_dir: Path, paths: Sequence[Path], *, replace: bool) -> 
             paths,
             graph_node_count=_session_node_count(session),
             keep_ops_rows=int(meta["native_ops_rows"]),
+            require_events=True,
         )
     if replace:
         meta["imports"] = []
@@ -355,7 +363,7 @@ def _import_new(
     }
     try:
         with stage("ingest"):
-            record = ingest_traces(writer.path, paths)
+            record = ingest_traces(writer.path, paths, require_events=True)
         meta["status"] = STATUS_COMPLETED
         meta["finished_utc"] = utc_now_iso()
         meta["imports"] = [{k: record[k] for k in ("imported_utc", "importers", "events", "rows")}]

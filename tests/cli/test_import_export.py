@@ -283,3 +283,18 @@ def test_a_second_rewrite_of_one_bundle_waits_for_the_first(tmp_path: Path) -> N
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert Session.load(session.path).meta["model"]["name"] == ROCPROF_DIR.name
+
+
+def test_a_trace_without_events_is_an_error_not_an_empty_bundle(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"schemaVersion": 1, "traceEvents": []}')
+    root = tmp_path / "s"
+    proc = aaco("import", str(empty), "--output", str(root))
+    assert_one_line_error(proc, 2, "no events to import")
+    assert list(iter_sessions(root)) == [] and not any(root.rglob(".*"))
+    # into an existing bundle: refused, the bundle left as it was
+    session = _imported(tmp_path / "t", KINETO_CPU)
+    before = (session.path / "session.json").read_text()
+    proc = aaco("import", "-s", str(session.path), "--replace", str(empty))
+    assert_one_line_error(proc, 2, "no events to import")
+    assert (session.path / "session.json").read_text() == before
