@@ -92,10 +92,6 @@ def _equals(table: pa.Table, name: str, value: str) -> np.ndarray:
     return np.asarray(eq.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _any_valid(table: pa.Table, name: str) -> bool:
-    return name in table.column_names and table.column(name).null_count < table.num_rows
-
-
 # --------------------------------------------------------------------------- key matching
 
 
