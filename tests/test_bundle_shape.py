@@ -49,8 +49,29 @@ ADDED_KEYS = {
         ".capsule",
         ".rerun_of",
     },
-    "runtime/worker_spec.json": {".sentinel", ".cpus"},
-    "runtime/worker_result.json": {".affinity", ".sentinel"},
+    # issue #21: the session options aaco tune searches (backend entry and as applied)
+    "runtime/worker_spec.json": {
+        ".sentinel",
+        ".cpus",
+        ".backend.enable_mem_pattern",
+        ".backend.enable_cpu_mem_arena",
+        ".backend.io_binding",
+    },
+    "runtime/ort_config.json": {
+        ".backend.enable_mem_pattern",
+        ".backend.enable_cpu_mem_arena",
+        ".backend.io_binding",
+        ".session_options.enable_mem_pattern",
+        ".session_options.enable_cpu_mem_arena",
+        ".session_options.io_binding",
+    },
+    "runtime/worker_result.json": {
+        ".affinity",
+        ".sentinel",
+        ".session_options.enable_mem_pattern",
+        ".session_options.enable_cpu_mem_arena",
+        ".session_options.io_binding",
+    },
     "report/report.json": {".gpu", ".sched", ".capsule", ".critical_path"},
     # issue #19: a device-side sync's waited-on stream and event-record correlation
     "profiler/api_calls.parquet": {"wait_stream", "wait_correlation_id"},

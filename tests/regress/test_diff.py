@@ -571,3 +571,66 @@ def test_odd_gpu_devices_are_unknown_not_an_error(
     _set_json(a, "metrics/inference_summary.json", "gpu", {"devices": devices})
     out = diff_sessions(Session.load(a), Session.load(b), use_history=False)
     assert out["evidence"]["scalars"]["gpu_sm_clock_mhz"]["delta"] is None
+
+
+# -- the cold-start guard: one run a side, no history, more than one mode ----------------------
+def _two_modes(rng: np.random.Generator, fast_share: float, n: int = 100) -> list[float]:
+    """Latencies of a process that spends ``fast_share`` of its iterations in a 5 ms mode and
+    the rest in a 16 ms mode (the shape of the int8 BiLSTM case: ddddocr_common_old with
+    ONNX Runtime's default two threads on two cores), in a shuffled order."""
+    k = round(n * fast_share)
+    x = np.r_[rng.normal(5.0, 0.1, k), rng.normal(16.0, 0.3, n - k)]
+    rng.shuffle(x)
+    return list(x)
+
+
+def test_cold_start_on_two_modes_is_inconclusive_not_a_regression(tmp_path: Path) -> None:
+    """Two runs of one configuration whose processes spent 40 % and 15 % of their iterations
+    in the fast mode: p25 moves from 5 to ~16 ms (+200 %; the quartiles gate too on a bimodal
+    side). With one run a side and no history that cannot be told from a code change:
+    INCONCLUSIVE, and the advice is aaco ab."""
+    from aaco.analysis.compare import compare
+    from aaco.testing.bundles import make_bundle
+
+    rng = np.random.default_rng(21)
+    a, b = _two_modes(rng, 0.40), _two_modes(rng, 0.15)
+    # the statistics alone call it a regression (what aaco diff answered before the guard)
+    assert compare(a, b, delta=0.03).verdict == "REGRESSION"
+    base = make_bundle(tmp_path, a, model="bilstm")
+    new = make_bundle(tmp_path, b, model="bilstm")
+    d = diff_sessions(base, new, use_history=False)
+    v = d["verdict"]
+    assert v["verdict"] == "INCONCLUSIVE" and v["exit_code"] == 3 and not v["regression"]
+    assert v["statistical_verdict"] == "REGRESSION"
+    assert v["warnings"][0].startswith("COLD START ON A MULTI-MODAL LATENCY")
+    assert "aaco ab" in v["recommendation"] and "--repeat" in v["recommendation"]
+    modes = v["modes"]
+    assert modes["baseline_bimodal"] and 5.5 < modes["split"] < 15.5
+    assert modes["baseline_slow_share"] == pytest.approx(0.60, abs=0.01)
+    assert modes["session_slow_share"] == pytest.approx(0.85, abs=0.01)
+    # the same through the command: exit 3, and the guard in the printed verdict
+    proc = aaco("diff", "-b", str(base.path), "-s", str(new.path), "--no-history")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("INCONCLUSIVE")
+
+
+def test_cold_start_guard_keeps_clear_verdicts(tmp_path: Path) -> None:
+    from aaco.testing.bundles import make_bundle
+
+    rng = np.random.default_rng(22)
+    # one mode a side: a 20 % slowdown stays a regression
+    base = make_bundle(tmp_path, list(rng.normal(10.0, 0.1, 100)))
+    slow = make_bundle(tmp_path, list(rng.normal(12.0, 0.1, 100)))
+    v = diff_sessions(base, slow, use_history=False)["verdict"]
+    assert v["verdict"] == "REGRESSION" and v["modes"] is None
+    # two modes in the baseline, but the session lies beyond both (4x): no mode explains it
+    two = make_bundle(tmp_path, _two_modes(rng, 0.5))
+    far = make_bundle(tmp_path, list(rng.normal(64.0, 0.5, 100)))
+    v = diff_sessions(two, far, use_history=False)["verdict"]
+    assert v["verdict"] == "REGRESSION" and v["modes"] is None
+    # several runs a side: the pooled interval holds the mode landing, no guard
+    bases = [make_bundle(tmp_path, _two_modes(rng, 0.3)) for _ in range(3)]
+    news = [make_bundle(tmp_path, _two_modes(rng, 0.1)) for _ in range(3)]
+    v = diff_sessions(bases, news, use_history=False)["verdict"]
+    assert v["modes"] is None
+    assert not v["warnings"] or not v["warnings"][0].startswith("COLD START")

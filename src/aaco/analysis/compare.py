@@ -696,8 +696,9 @@ def welch_flags_regression(
 
 
 # -- distribution shape ------------------------------------------------------------------
-def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
-    """Number of substantial modes of a Gaussian KDE (Silverman bandwidth) of ``x``.
+def mode_splits(x: Sequence[float] | np.ndarray[Any, Any]) -> list[float]:
+    """The valleys between the substantial modes of a Gaussian KDE (Silverman bandwidth) of
+    ``x``, ascending; empty for one mode.
 
     A secondary mode counts when at least ``BIMODAL_MIN_MASS`` of the samples lie on its side
     of the deepest valley and that valley falls to ``BIMODAL_MAX_VALLEY`` of the smaller
@@ -705,11 +706,11 @@ def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
     """
     a = np.asarray(x, dtype=np.float64)
     if a.size < 20 or float(a.std()) == 0.0:
-        return 1
+        return []
     try:
         kde = _sps().gaussian_kde(a, bw_method="silverman")
     except (np.linalg.LinAlgError, ValueError):
-        return 1
+        return []
     lo, hi = float(a.min()), float(a.max())
     grid = np.linspace(lo, hi, 512)
     dens = kde(grid)
@@ -719,9 +720,9 @@ def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
     if dens[-1] > dens[-2]:
         peaks.append(grid.size - 1)
     if len(peaks) < 2:
-        return 1
+        return []
     sorted_a = np.sort(a)
-    modes = 1
+    splits: list[float] = []
     current = peaks[0]
     for nxt in peaks[1:]:
         valley_i = current + int(np.argmin(dens[current : nxt + 1]))
@@ -730,11 +731,40 @@ def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
         split = float(grid[valley_i])
         left = np.searchsorted(sorted_a, split) / a.size
         if valley <= BIMODAL_MAX_VALLEY * smaller and min(left, 1 - left) >= BIMODAL_MIN_MASS:
-            modes += 1
+            splits.append(split)
             current = nxt
         elif dens[nxt] > dens[current]:
             current = nxt
-    return modes
+    return splits
+
+
+def mode_count(x: Sequence[float] | np.ndarray[Any, Any]) -> int:
+    """Number of substantial modes of ``x`` (:func:`mode_splits`)."""
+    return len(mode_splits(x)) + 1
+
+
+def mode_shares(
+    a: Sequence[float] | np.ndarray[Any, Any], b: Sequence[float] | np.ndarray[Any, Any]
+) -> dict[str, Any] | None:
+    """Where the two sides' iterations fall between the modes of both pooled: the pooled
+    distribution's first valley (``split``) and each side's share of iterations above it
+    (the slower mode); None when the pooled distribution has one mode."""
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    splits = mode_splits(np.concatenate([xa, xb]))
+    if not splits:
+        return None
+    split = splits[0]
+    return {
+        "split": split,
+        "baseline_slow_share": float(np.mean(xa > split)),
+        "session_slow_share": float(np.mean(xb > split)),
+    }
+
+
+def spans_modes(x: Sequence[float] | np.ndarray[Any, Any], split: float) -> bool:
+    """Whether at least ``BIMODAL_MIN_MASS`` of ``x`` lies on each side of ``split``."""
+    share = float(np.mean(np.asarray(x, dtype=np.float64) > split))
+    return min(share, 1.0 - share) >= BIMODAL_MIN_MASS
 
 
 def is_bimodal(x: Sequence[float] | np.ndarray[Any, Any]) -> bool:

@@ -79,8 +79,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "aaco.cli.sessions", "baseline_app",
         "Named baselines to diff against (stored under the sessions...",
     ),
+    "ab": (
+        "aaco.cli.ab", "ab", "Interleaved A/B of two run configurations, alternating fresh...",
+    ),
     "diff": ("aaco.cli.diff", "diff", "Did SESSION regress against BASELINE? Writes..."),
     "models": ("aaco.cli.models", "models_app", "Built-in and registered models."),
+    "tune": (
+        "aaco.cli.tune", "tune", "Search ONNX Runtime's options for a faster configuration,...",
+    ),
     "llm": (
         "aaco.cli.llm", "llm_app",
         "LLM inference: serving benchmarks and ONNX decoder generation.",

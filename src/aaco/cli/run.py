@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from aaco.cli._common import finish, format_option, framework_choice, sessions_root
+
+if TYPE_CHECKING:
+    from aaco.pipeline import RunOptions
 
 
 def parse_collectors(value: str | None) -> tuple[str, ...] | None:
@@ -157,77 +161,54 @@ def parse_shapes(values: list[str] | None) -> dict[str, list[int]]:
     help="Directory with models.yaml/backends.yaml overriding the built-ins.",
 )
 @format_option("--report", "report_format", help="Report printed after the run.")
-def run(
-    model: str,
-    framework: str,
-    backend: str | None,
-    device: str | None,
-    compile_: bool,
-    batch: int | None,
-    shape: tuple[str, ...],
-    input_values: tuple[str, ...],
-    warmup: int | None,
-    iterations: int | None,
-    duration: float | None,
-    threads: int | None,
-    isolate: bool,
-    cpus: str | None,
-    sentinel: bool | None,
-    tag: str | None,
-    repeat: int,
-    output: Path | None,
-    no_profile: bool,
-    profile_mode: str,
-    profile_iterations: int,
-    preprocess: str | None,
-    no_telemetry: bool,
-    collectors: str | None,
-    no_calibrate: bool,
-    sample_hz: float,
-    timeout: float,
-    seed: int,
-    int_range: str | None,
-    config: Path | None,
-    report_format: str,
-) -> None:
+def run(repeat: int, report_format: str, **params: Any) -> None:
     """Profile a model: warmup, measured iterations, operator profile, telemetry -> a bundle."""
-    # lazy: the pipeline imports the analyses and onnx (~0.3 s), aaco.config yaml
-    from aaco.config import parse_input_arg, parse_int_range
-    from aaco.pipeline import RunOptions, run_model
-    from aaco.runners.capsule import parse_cpus
+    from aaco.pipeline import run_model
 
-    opts = RunOptions(
-        model=model,
-        backend=backend,
-        batch=batch,
-        shapes=parse_shapes(list(shape)),
-        values=dict(parse_input_arg(v) for v in input_values),
-        warmup=warmup,
-        iterations=iterations,
-        duration_s=duration,
-        threads=threads,
-        tag=tag,
-        output=sessions_root(output),
-        profile=not no_profile,
-        profile_iterations=profile_iterations,
-        telemetry=not no_telemetry,
-        collectors=parse_collectors(collectors),
-        sample_hz=sample_hz,
-        timeout_s=timeout,
-        seed=seed,
-        int_range=parse_int_range(int_range) if int_range else None,
-        config_dir=config,
-        argv=["aaco", *sys.argv[1:]],
-        framework=framework,
-        device=device,
-        compile=compile_,
-        profile_mode=profile_mode,
-        preprocess=preprocess,
-        auto_calibrate=False if no_calibrate else None,
-        isolate=isolate,
-        cpus=parse_cpus(cpus) if cpus is not None else None,
-        sentinel=sentinel,
-    )
+    opts = build_options(params)
     for i in range(repeat):
         session = run_model(opts)
         finish(session, "run", report_format if i == repeat - 1 else None)
+
+
+def build_options(params: dict[str, Any], argv: list[str] | None = None) -> RunOptions:
+    """The RunOptions of ``aaco run``'s parsed parameters (``aaco ab`` parses each side's
+    option string with this command's own parser and builds its options here)."""
+    # lazy: the pipeline imports the analyses and onnx (~0.3 s), aaco.config yaml
+    from aaco.config import parse_input_arg, parse_int_range
+    from aaco.pipeline import RunOptions
+    from aaco.runners.capsule import parse_cpus
+
+    p = params
+    return RunOptions(
+        model=p["model"],
+        backend=p["backend"],
+        batch=p["batch"],
+        shapes=parse_shapes(list(p["shape"])),
+        values=dict(parse_input_arg(v) for v in p["input_values"]),
+        warmup=p["warmup"],
+        iterations=p["iterations"],
+        duration_s=p["duration"],
+        threads=p["threads"],
+        tag=p["tag"],
+        output=sessions_root(p["output"]),
+        profile=not p["no_profile"],
+        profile_iterations=p["profile_iterations"],
+        telemetry=not p["no_telemetry"],
+        collectors=parse_collectors(p["collectors"]),
+        sample_hz=p["sample_hz"],
+        timeout_s=p["timeout"],
+        seed=p["seed"],
+        int_range=parse_int_range(p["int_range"]) if p["int_range"] else None,
+        config_dir=p["config"],
+        argv=argv if argv is not None else ["aaco", *sys.argv[1:]],
+        framework=p["framework"],
+        device=p["device"],
+        compile=p["compile_"],
+        profile_mode=p["profile_mode"],
+        preprocess=p["preprocess"],
+        auto_calibrate=False if p["no_calibrate"] else None,
+        isolate=p["isolate"],
+        cpus=parse_cpus(p["cpus"]) if p["cpus"] is not None else None,
+        sentinel=p["sentinel"],
+    )

@@ -28,7 +28,10 @@ from aaco.analysis.compare import (
     Comparison,
     MetricShift,
     compare,
+    is_bimodal,
+    mode_shares,
     noise_floor,
+    spans_modes,
 )
 from aaco.analysis.evidence import dict_differences, movers, scalar_delta
 from aaco.analysis.ops import op_aggregates, typical_ns_per_iter
@@ -538,6 +541,57 @@ def contention_guard(baseline: Session, session: Session, verdict: str) -> str |
     )
 
 
+RECOMMEND_AB = (
+    "One run a side of a multi-modal latency cannot tell a code change from the process "
+    'landing in another mode: run both sides interleaved, aaco ab --a "<A\'s run options>" '
+    '--b "<B\'s run options>", or several runs a side (aaco run --repeat 3, then diff '
+    "-b B1 -b B2 -b B3 -s S1 -s S2 -s S3)."
+)
+
+
+def cold_start_modes(
+    a: list[np.ndarray[Any, Any]], b: list[np.ndarray[Any, Any]], delta: float = 0.0
+) -> dict[str, Any] | None:
+    """The cold-start guard (one run a side, no history): when either run's latencies are
+    multi-modal, or the pooled latencies are and a run spans both modes (their shares then
+    differ between the runs), the mode a process lands in is noise this diff cannot measure,
+    so a REGRESSION or IMPROVEMENT is not trusted. Returns the mode shares and the warning,
+    or None when the runs show one mode each, or when the sides are separated beyond the
+    margin ``delta`` (the session's p10 above the baseline's p90, or its p90 below the
+    baseline's p10: no mode of one run explains the other's)."""
+    xa, xb = np.concatenate(a), np.concatenate(b)
+    a10, a90 = np.quantile(xa, [0.1, 0.9])
+    b10, b90 = np.quantile(xb, [0.1, 0.9])
+    if b10 > a90 * (1 + delta) or b90 < a10 * (1 - delta):
+        return None
+    bim_a, bim_b = is_bimodal(xa), is_bimodal(xb)
+    shares = mode_shares(xa, xb)
+    spans = shares is not None and (
+        spans_modes(xa, shares["split"]) or spans_modes(xb, shares["split"])
+    )
+    if not (bim_a or bim_b or spans):
+        return None
+    which = (
+        " and ".join(n for n, f in (("baseline", bim_a), ("session", bim_b)) if f)
+        or "the runs together"
+    )
+    detail = ""
+    if shares is not None:
+        detail = (
+            f"; iterations above {shares['split']:.3g} ms (the slower mode): baseline "
+            f"{shares['baseline_slow_share']:.0%}, session {shares['session_slow_share']:.0%}"
+        )
+    return {
+        "baseline_bimodal": bim_a,
+        "session_bimodal": bim_b,
+        **(shares or {}),
+        "warning": "COLD START ON A MULTI-MODAL LATENCY: one run a side, no history, and "
+        f"{which} show more than one mode{detail}; which mode a process lands in varies "
+        "from run to run, so the verdict is INCONCLUSIVE: run aaco ab (interleaved runs) or "
+        "aaco run --repeat 3 on each side",
+    }
+
+
 def _recommendation(verdict: str, suspected: str | None, contended: bool) -> str | None:
     if contended:
         return RECOMMEND["cpu contention"]
@@ -712,6 +766,11 @@ def diff_sessions(
             "next); quiet the machine or pool runs (aaco run --repeat 3)",
         )
         final = INCONCLUSIVE
+    cold = min(comp.runs) == 1 and floor is None
+    modes = cold_start_modes(a, b, delta) if cold else None
+    if modes is not None and final in (REGRESSION, IMPROVEMENT):
+        warnings.insert(0, modes["warning"])
+        final = INCONCLUSIVE
     contention = contention_guard(baseline, session, final) if check_contention else None
     if contention is not None:
         warnings.insert(0, contention)
@@ -760,7 +819,10 @@ def diff_sessions(
         "suspected_cause": suspected,
         "candidate_causes": causes,
         "evidence": _headline_evidence(evidence),
-        "recommendation": _recommendation(final, suspected, contention is not None),
+        "recommendation": RECOMMEND_AB
+        if modes is not None and final == INCONCLUSIVE and contention is None
+        else _recommendation(final, suspected, contention is not None),
+        "modes": None if modes is None else {k: v for k, v in modes.items() if k != "warning"},
         "baseline": {
             "session_id": baseline.session_id,
             "name": baseline_name,

@@ -14,6 +14,7 @@ each phase's operator-type shares as stacked bars.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -85,7 +86,10 @@ ICICLE_OPS = 12
 ICICLE_KERNELS = 4
 
 
+@functools.cache
 def _env() -> jinja2.Environment:
+    """One environment per process: its compiled templates are kept between renders (``aaco
+    ab`` and ``aaco run --repeat`` render a report per run)."""
     loader = jinja2.FunctionLoader(
         lambda name: resources.files("aaco.report").joinpath("templates").joinpath(name).read_text()
     )

@@ -97,6 +97,9 @@ class RunSpec:
             fallback_providers=tuple(b["fallback_providers"]),
             provider_options=dict(b["provider_options"]),
             origin=b.get("origin", "builtin"),
+            enable_mem_pattern=b.get("enable_mem_pattern"),
+            enable_cpu_mem_arena=b.get("enable_cpu_mem_arena"),
+            io_binding=bool(b.get("io_binding", False)),
         )
         return cls(
             model_path=d["model_path"],

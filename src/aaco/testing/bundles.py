@@ -35,11 +35,13 @@ def make_bundle(
     status: str = STATUS_COMPLETED,
     error: str | None = None,
     reports: bool = False,
+    summary_extra: dict[str, Any] | None = None,
 ) -> Session:
     """A published bundle under ``root`` whose measured iterations took ``latencies_ms``,
     back to back (and ``warmup_ms`` before them), written by the pipeline's own functions:
     ``session.json``, ``metrics/inference_iters.parquet`` and the summary; no worker, no
-    profile, no telemetry. ``reports`` renders the report copies too.
+    profile, no telemetry. ``reports`` renders the report copies too; ``summary_extra``
+    adds keys to the summary (a ``sched`` section, say).
 
     >>> s = make_bundle(tmp, [1.0, 2.0, 3.0])       # doctest: +SKIP
     >>> s.summary["latency_ms"]["p50"]               # doctest: +SKIP
@@ -78,6 +80,7 @@ def make_bundle(
     summary.update(summarize_iterations(table, batch))
     summary["profile"] = None
     summary["telemetry"] = None
+    summary.update(summary_extra or {})
     save_session(writer.path, meta)
     writer.write_json(INFERENCE_SUMMARY_FILE, summary)
     writer.publish()
