@@ -245,7 +245,7 @@ def test_ab_from_a_recorded_session_shows_it_as_history(
 ) -> None:
     """--a-session S: A's options are S's (as aaco rerun reads them); S itself is shown
     beside the fresh A runs, not judged."""
-    root, proc = ab_run
+    _root, proc = ab_run
     first = json.loads(proc.stdout)["pairs"][0]["a"]
     side = "--model mlp --iterations 12 --warmup 2 --threads 1 --no-telemetry"
     proc = aaco(
@@ -261,3 +261,19 @@ def test_ab_from_a_recorded_session_shows_it_as_history(
     a_runs = [Session.load(Path(p["a"]["path"])) for p in result["pairs"]]
     assert all(s.meta["run"]["iterations"] == 12 for s in a_runs)
     assert all(s.meta.get("rerun_of") is None for s in a_runs)
+
+
+def test_an_interrupted_experiment_writes_what_it_did(tmp_path: Path) -> None:
+    inner, calls = fake_runner(tmp_path, {"a": 10.0, "b": 12.0})
+
+    def run(opts: RunOptions) -> Session:
+        if len(calls) == 7:  # during the fourth pair
+            raise KeyboardInterrupt
+        return inner(opts)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_ab(_opts("a"), _opts("b"), ABSettings(seed=1), output=tmp_path, run=run)
+    (written,) = (tmp_path / "ab").glob("*/ab.json")
+    result = json.loads(written.read_text())
+    assert result["stopped"] == "interrupted" and result["verdict"] == INCONCLUSIVE
+    assert result["pairs_valid"] == 3 and "interrupted after 3" in result["stopped_reason"]

@@ -67,6 +67,7 @@ DECIDED = "decided"
 MAX_PAIRS = "max-pairs"
 MAX_TIME = "max-time"
 INVALID_BUDGET = "invalid-pairs"
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -223,86 +224,91 @@ def run_ab(
     state = _State()
     started, t0 = utc_now_iso(), clock()
     stopped = MAX_PAIRS
-    while len(state.a_runs) < settings.max_pairs:
-        if settings.max_time_s is not None and clock() - t0 >= settings.max_time_s:
-            stopped = MAX_TIME
-            break
-        if state.invalid > max_invalid:
-            stopped = INVALID_BUDGET
-            break
-        order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
-        pair_started = utc_now_iso()
-        records: dict[str, RunRecord] = {}
-        series: dict[str, np.ndarray[Any, Any] | None] = {}
-        for side in order:
-            t = clock()
-            s = run(opts[side])
-            wall = clock() - t
-            if s.status != "completed":
-                raise RunError(
-                    f"side {side}'s run {s.status} ({s.path}): the configuration does not run; "
-                    "fix it with aaco run first"
-                )
-            why = run_invalid_reason(s, settings.check_contention)
-            try:
-                x = measured_latencies(s)
-            except BundleError as exc:
-                raise RunError(f"side {side}'s run recorded no latencies ({exc})") from None
-            if settings.per_item:
-                batch = (s.meta.get("run") or {}).get("batch")
-                if not isinstance(batch, int) or batch <= 0:
-                    raise UsageError(
-                        f"side {side}'s batch is unknown: a per-item comparison needs it"
+    interrupted = False
+    try:
+        while len(state.a_runs) < settings.max_pairs:
+            if settings.max_time_s is not None and clock() - t0 >= settings.max_time_s:
+                stopped = MAX_TIME
+                break
+            if state.invalid > max_invalid:
+                stopped = INVALID_BUDGET
+                break
+            order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
+            pair_started = utc_now_iso()
+            records: dict[str, RunRecord] = {}
+            series: dict[str, np.ndarray[Any, Any] | None] = {}
+            for side in order:
+                t = clock()
+                s = run(opts[side])
+                wall = clock() - t
+                if s.status != "completed":
+                    raise RunError(
+                        f"side {side}'s run {s.status} ({s.path}): the configuration does not run; "
+                        "fix it with aaco run first"
                     )
-                x = x / batch
-            series[side] = x
-            records[side] = RunRecord(
-                side=side,
-                session_id=s.session_id,
-                path=str(s.path),
-                status=s.status,
-                value_ms=float(np.quantile(x, q)),
-                wall_s=wall,
-                invalid=why,
-            )
-        valid = records["A"].invalid is None and records["B"].invalid is None
-        ra, rb = records["A"].value_ms, records["B"].value_ms
-        log_ratio = math.log(rb / ra) if ra and rb and ra > 0 and rb > 0 else None
-        pair = PairRecord(
-            index=len(state.pairs) + 1,
-            first=order[0],
-            a=records["A"],
-            b=records["B"],
-            valid=valid and log_ratio is not None,
-            log_ratio=log_ratio,
-            started_utc=pair_started,
-        )
-        state.pairs.append(pair)
-        look: PairedLook | None = None
-        if pair.valid:
-            xa, xb = series["A"], series["B"]
-            assert xa is not None and xb is not None
-            state.a_runs.append(xa)
-            state.b_runs.append(xb)
-            if len(state.a_runs) in schedule:
-                look = evaluate(
-                    state.a_runs,
-                    state.b_runs,
-                    gate=settings.gate,
-                    delta=settings.threshold,
-                    alpha=settings.alpha,
-                    schedule=schedule,
-                    method=settings.method,
-                    seed=seed,
+                why = run_invalid_reason(s, settings.check_contention)
+                try:
+                    x = measured_latencies(s)
+                except BundleError as exc:
+                    raise RunError(f"side {side}'s run recorded no latencies ({exc})") from None
+                if settings.per_item:
+                    batch = (s.meta.get("run") or {}).get("batch")
+                    if not isinstance(batch, int) or batch <= 0:
+                        raise UsageError(
+                            f"side {side}'s batch is unknown: a per-item comparison needs it"
+                        )
+                    x = x / batch
+                series[side] = x
+                records[side] = RunRecord(
+                    side=side,
+                    session_id=s.session_id,
+                    path=str(s.path),
+                    status=s.status,
+                    value_ms=float(np.quantile(x, q)),
+                    wall_s=wall,
+                    invalid=why,
                 )
-                state.looks.append(look)
-        else:
-            state.invalid += 1
-        if on_pair is not None:
-            on_pair(pair, look)
-        if look is not None and look.decided:
-            stopped = DECIDED
-            break
+            valid = records["A"].invalid is None and records["B"].invalid is None
+            ra, rb = records["A"].value_ms, records["B"].value_ms
+            log_ratio = math.log(rb / ra) if ra and rb and ra > 0 and rb > 0 else None
+            pair = PairRecord(
+                index=len(state.pairs) + 1,
+                first=order[0],
+                a=records["A"],
+                b=records["B"],
+                valid=valid and log_ratio is not None,
+                log_ratio=log_ratio,
+                started_utc=pair_started,
+            )
+            state.pairs.append(pair)
+            look: PairedLook | None = None
+            if pair.valid:
+                xa, xb = series["A"], series["B"]
+                assert xa is not None and xb is not None
+                state.a_runs.append(xa)
+                state.b_runs.append(xb)
+                if len(state.a_runs) in schedule:
+                    look = evaluate(
+                        state.a_runs,
+                        state.b_runs,
+                        gate=settings.gate,
+                        delta=settings.threshold,
+                        alpha=settings.alpha,
+                        schedule=schedule,
+                        method=settings.method,
+                        seed=seed,
+                    )
+                    state.looks.append(look)
+            else:
+                state.invalid += 1
+            if on_pair is not None:
+                on_pair(pair, look)
+            if look is not None and look.decided:
+                stopped = DECIDED
+                break
+    except KeyboardInterrupt:
+        # Ctrl-C: the pairs done so far are written, then the interrupt goes on
+        stopped, interrupted = INTERRUPTED, True
     result = _result(ab_id, a, b, settings, schedule, seed, state, stopped, started, t0, clock)
     if history is not None:
         result["history"] = _history(history, state, q)
@@ -311,6 +317,8 @@ def run_ab(
     atomic_write_json(folder / AB_FILE, result)
     atomic_write_bytes(folder / AB_TEXT, ("\n".join(ab_summary_lines(result)) + "\n").encode())
     result["path"] = str(folder)
+    if interrupted:
+        raise KeyboardInterrupt
     return result
 
 
@@ -369,6 +377,7 @@ def _result(
         "valid pairs"
         if settings.max_time_s is not None
         else "",
+        INTERRUPTED: f"interrupted after {len(valid)} valid pairs",
         INVALID_BUDGET: f"{state.invalid} pairs were not valid (the machine was busy): quiet "
         "the machine, or pin the runs (--isolate in both option sets)",
     }[stopped]

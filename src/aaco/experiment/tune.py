@@ -393,7 +393,7 @@ def tune(
     if settings.objective == "throughput" and not batches:
         say("note: the model's batch is fixed: the throughput objective tunes options only")
     candidates = search_space(
-        base, cores=os.cpu_count() or 1, objective=settings.objective, batches=batches,
+        base, cores=_usable_cores(), objective=settings.objective, batches=batches,
         seed=settings.seed,
     )  # fmt: skip
     notes: list[str] = []
@@ -507,6 +507,14 @@ def tune(
         )
         atomic_write_bytes(folder / "backends.yaml", text.encode())
     return out
+
+
+def _usable_cores() -> int:
+    """CPUs this process may run on (its affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _batch_is_open(runner: Any, opts: RunOptions, sessions: Path) -> bool:
