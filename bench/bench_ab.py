@@ -136,7 +136,7 @@ def pairs_of(rounds: dict[int, list[dict[str, Any]]], kind: str) -> list[dict[st
     return out
 
 
-def replay(pairs: list[dict[str, Any]], method: str, gate: str, delta: float, alpha: float,
+def replay(pairs: list[dict[str, Any]], *, method: str, gate: str, delta: float, alpha: float,
            min_pairs: int, max_pairs: int) -> list[dict[str, Any]]:  # fmt: skip
     """Disjoint sequential experiments over ``pairs``: each as aaco ab would run it."""
     schedule = looks(min_pairs, max_pairs)
@@ -169,6 +169,38 @@ def replay(pairs: list[dict[str, Any]], method: str, gate: str, delta: float, al
     return out
 
 
+def resampled(
+    pairs: list[dict[str, Any]], n_exp: int, seed: int, **kw: Any
+) -> list[dict[str, Any]]:
+    """Experiments on pairs drawn at random (without replacement within an experiment) from
+    the recorded valid pairs: the real distribution of pair ratios, not their time order;
+    experiments share pairs, so they are not independent."""
+    valid = [p for p in pairs if p["valid"]]
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_exp):
+        order = rng.permutation(len(valid))[: kw["max_pairs"]]
+        exps = replay([valid[i] for i in order], **kw)
+        if exps:
+            out.append(exps[0])
+    return out
+
+
+def summarise(exps: list[dict[str, Any]]) -> dict[str, Any]:
+    verdicts = [e["verdict"] for e in exps]
+    decided = [e["pairs"] for e in exps if e["verdict"] != INCONCLUSIVE]
+    alarms = sum(v not in (NO_CHANGE, INCONCLUSIVE) for v in verdicts)
+    return {
+        "experiments": len(exps),
+        "rates": {v: verdicts.count(v) / len(exps) for v in sorted(set(verdicts))},
+        "regression_rate": verdicts.count(REGRESSION) / len(exps),
+        "false_alarm_rate": alarms / len(exps),
+        "median_pairs": float(np.median([e["pairs"] for e in exps])),
+        "median_pairs_decided": float(np.median(decided)) if decided else None,
+        "median_wall_s": float(np.median([e["wall_s"] for e in exps])),
+    }
+
+
 def single_pair_diff(pairs: list[dict[str, Any]], gate: str, delta: float) -> dict[str, float]:
     counts: dict[str, int] = defaultdict(int)
     n = 0
@@ -183,6 +215,8 @@ def single_pair_diff(pairs: list[dict[str, Any]], gate: str, delta: float) -> di
 
 def analyse(a: argparse.Namespace) -> None:
     rounds = load(a.files)
+    if a.since:
+        rounds = {k: [r for r in v if (r.get("utc") or "") >= a.since] for k, v in rounds.items()}
     kinds = sorted({r["kind"] for runs in rounds.values() for r in runs})
     evals = {k: pairs_of(rounds, k) for k in kinds}
     report: dict[str, Any] = {"rounds": len(rounds), "evaluations": {}}
@@ -201,22 +235,14 @@ def analyse(a: argparse.Namespace) -> None:
             "methods": {},
         }  # fmt: skip
         for m in a.methods.split(","):
-            exps = replay(pairs, m, a.gate, a.threshold / 100, a.alpha, a.min_pairs, a.max_pairs)
-            if not exps:
-                continue
-            verdicts = [e["verdict"] for e in exps]
-            decided = [e["pairs"] for e in exps if e["verdict"] != INCONCLUSIVE]
-            alarms = sum(v not in (NO_CHANGE, INCONCLUSIVE) for v in verdicts)
+            kw = {"method": m, "gate": a.gate, "delta": a.threshold / 100, "alpha": a.alpha,
+                  "min_pairs": a.min_pairs, "max_pairs": a.max_pairs}  # fmt: skip
+            exps = replay(pairs, **kw)
             entry["methods"][m] = {
-                "experiments": len(exps),
-                "rates": {v: verdicts.count(v) / len(exps) for v in sorted(set(verdicts))},
-                "regression_rate": verdicts.count(REGRESSION) / len(exps),
-                "false_alarm_rate": alarms / len(exps),
-                "median_pairs": float(np.median([e["pairs"] for e in exps])),
-                "median_pairs_decided": float(np.median(decided)) if decided else None,
-                "median_wall_s": float(np.median([e["wall_s"] for e in exps])),
-            }  # fmt: skip
-        entry["single_pair_diff"] = single_pair_diff(pairs, a.gate, a.threshold / 100)
+                "disjoint": summarise(exps) if exps else None,
+                "resampled": summarise(resampled(pairs, a.resampled, 1, **kw)),
+            }
+        entry["single_pair_diff"] = single_pair_diff(pairs, a.gate, a.diff_threshold / 100)
         report["evaluations"][name] = entry
     text = json.dumps(report, indent=1)
     print(text)
@@ -245,10 +271,13 @@ def main() -> None:
     n.add_argument("files", nargs="+")
     n.add_argument("--json")
     n.add_argument("--gate", default="p10")
-    n.add_argument("--threshold", type=float, default=3.0, help="margin, percent")
+    n.add_argument("--threshold", type=float, default=1.0, help="margin, percent")
     n.add_argument("--alpha", type=float, default=0.05)
-    n.add_argument("--min-pairs", type=int, default=8)
-    n.add_argument("--max-pairs", type=int, default=40)
+    n.add_argument("--min-pairs", type=int, default=12)
+    n.add_argument("--max-pairs", type=int, default=80)
+    n.add_argument("--resampled", type=int, default=200, help="re-sampled experiments")
+    n.add_argument("--since", help="only runs recorded at or after this UTC time (ISO)")
+    n.add_argument("--diff-threshold", type=float, default=3.0, help="aaco diff's margin, %")
     n.add_argument("--methods", default=",".join(METHODS))
     a = ap.parse_args()
     record(a) if a.cmd == "record" else analyse(a)

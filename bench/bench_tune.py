@@ -4,7 +4,7 @@ rejected, wall time).
 
 Usage::
 
-    python bench/bench_tune.py [--budget 8m] [--json out.json] MODEL [MODEL ...]
+    python bench/bench_tune.py [--budget 8m] [--allow-numerics int8] [--json out.json] MODEL...
 
 A MODEL is a registry name (resnet50, bert-base) or an .onnx path (a model from the
 foreign corpus, e.g. tests/fixtures/onnx/paddle_ppocr_mobile_v2_cls.onnx); ``NAME=SHAPE``
@@ -69,9 +69,9 @@ def main() -> None:
     ap.add_argument("--budget", default="8m")
     ap.add_argument("--json")
     ap.add_argument("--root", help="sessions root (default: a temporary folder)")
-    ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more aaco tune options")
+    ap.add_argument("--allow-numerics", default="", help="passed to aaco tune")
     a = ap.parse_args()
-    a.extra = [x for x in a.extra if x != "--"]
+    a.extra = ["--allow-numerics", a.allow_numerics] if a.allow_numerics else []
     root = Path(a.root) if a.root else Path(tempfile.mkdtemp(prefix="bench_tune_"))
     rows = [tune_one(m, a, root) for m in a.models]
     text = json.dumps(rows, indent=1)

@@ -75,16 +75,18 @@ def test_a_clear_slowdown_is_a_regression_at_the_first_look(tmp_path: Path) -> N
         on_pair=lambda p, look: seen.append((p.index, look is not None)),
     )
     assert result["verdict"] == REGRESSION and result["exit_code"] == 1
-    assert result["stopped"] == "decided" and result["pairs_valid"] == 8
-    assert result["effect"]["pairs"] == 8 and 1.15 < result["effect"]["ratio"] < 1.25
-    assert result["effect"]["ci_pct"][0] > 3.0
-    assert len(calls) == 16 and calls.count("a") == calls.count("b") == 8
+    # the first look, at 12 pairs (the default schedule's), decides
+    assert result["stopped"] == "decided" and result["pairs_valid"] == 12
+    assert result["effect"]["pairs"] == 12 and 1.15 < result["effect"]["ratio"] < 1.25
+    assert result["effect"]["ci_pct"][0] > 1.0 and result["design"]["threshold_pct"] == 1.0
+    assert result["design"]["looks"] == [12, 18, 27, 41, 62, 93, 140, 160]
+    assert len(calls) == 24 and calls.count("a") == calls.count("b") == 12
     # the order within pairs is random: both orders occur, and each pair runs both sides
     firsts = {p["first"] for p in result["pairs"]}
     assert firsts == {"A", "B"}
     for p, (i, j) in zip(result["pairs"], zip(calls[::2], calls[1::2], strict=True), strict=True):
         assert {i, j} == {"a", "b"} and p["first"] == ("A" if i == "a" else "B")
-    assert seen[-1] == (8, True) and all(not look for _, look in seen[:-1])
+    assert seen[-1] == (12, True) and all(not look for _, look in seen[:-1])
     # the file, the text summary, and every run's bundle tagged with the experiment
     folder = Path(result["path"])
     on_disk = json.loads((folder / "ab.json").read_text())
@@ -93,12 +95,14 @@ def test_a_clear_slowdown_is_a_regression_at_the_first_look(tmp_path: Path) -> N
     for p in result["pairs"]:
         s = Session.load(Path(p["b"]["path"]))
         assert s.meta["tag"] == f"{result['ab_id']}:B"
-    assert result["sides"]["A"]["runs"] == 8 and len(result["sides"]["B"]["sessions"]) == 8
+    assert result["sides"]["A"]["runs"] == 12 and len(result["sides"]["B"]["sessions"]) == 12
 
 
 def test_same_configuration_is_no_change(tmp_path: Path) -> None:
     run, _ = fake_runner(tmp_path, {"a": 10.0, "b": 10.0}, seed=2)
-    result = run_ab(_opts("a"), _opts("b"), ABSettings(seed=3), output=tmp_path, run=run)
+    result = run_ab(
+        _opts("a"), _opts("b"), ABSettings(seed=3, threshold=0.03), output=tmp_path, run=run
+    )
     assert result["verdict"] == NO_CHANGE and result["exit_code"] == 0
     assert -3 < result["effect"]["ci_pct"][0] <= result["effect"]["ci_pct"][1] < 3
 
@@ -109,8 +113,8 @@ def test_contended_pairs_are_redone_and_do_not_count(tmp_path: Path) -> None:
     run, calls = fake_runner(tmp_path, {"a": 10.0, "b": 12.0}, contended=lambda i: i in bad)
     result = run_ab(_opts("a"), _opts("b"), ABSettings(seed=4), output=tmp_path, run=run)
     assert result["verdict"] == REGRESSION
-    assert result["pairs_invalid"] == 2 and result["pairs_valid"] == 8
-    assert len(calls) == 20
+    assert result["pairs_invalid"] == 2 and result["pairs_valid"] == 12
+    assert len(calls) == 28
     invalid = [p for p in result["pairs"] if not p["valid"]]
     assert [p["index"] for p in invalid] == [1, 3]
     assert "waited 40%" in (invalid[0]["a"]["invalid"] or invalid[0]["b"]["invalid"])
@@ -126,7 +130,7 @@ def test_contended_pairs_are_redone_and_do_not_count(tmp_path: Path) -> None:
 def test_a_busy_machine_exhausts_the_invalid_budget(tmp_path: Path) -> None:
     run, calls = fake_runner(tmp_path, {"a": 10.0, "b": 12.0}, contended=lambda i: True)
     result = run_ab(
-        _opts("a"), _opts("b"), ABSettings(seed=5, max_pairs=10, max_invalid=3),
+        _opts("a"), _opts("b"), ABSettings(seed=5, min_pairs=8, max_pairs=10, max_invalid=3),
         output=tmp_path, run=run,
     )  # fmt: skip
     assert result["verdict"] == INCONCLUSIVE and result["exit_code"] == 3
@@ -138,7 +142,7 @@ def test_budgets_stop_the_experiment_and_say_which(tmp_path: Path) -> None:
     # the sides differ by 2 % with 1 % noise: a margin of 3 % cannot be decided in 10 pairs
     run, _ = fake_runner(tmp_path, {"a": 10.0, "b": 10.25}, seed=6)
     result = run_ab(
-        _opts("a"), _opts("b"), ABSettings(seed=6, min_pairs=8, max_pairs=10),
+        _opts("a"), _opts("b"), ABSettings(seed=6, min_pairs=8, max_pairs=10, threshold=0.03),
         output=tmp_path, run=run,
     )  # fmt: skip
     assert result["verdict"] == INCONCLUSIVE and result["stopped"] == "max-pairs"

@@ -50,6 +50,7 @@ from aaco.analysis.compare import (
 __all__ = [
     "DEFAULT_MAX_PAIRS",
     "DEFAULT_MIN_PAIRS",
+    "DEFAULT_THRESHOLD",
     "METHODS",
     "PairedLook",
     "bootstrap_interval",
@@ -63,10 +64,16 @@ __all__ = [
 
 #: the default interval method (see the module's docstring)
 METHODS: tuple[str, ...] = ("sign", "signed-rank", "bootstrap")
-#: the first look: with alpha 0.05 split over the default schedule's looks the sign test
-#: decides nothing with fewer pairs (2 / 2**n must be below alpha / K)
-DEFAULT_MIN_PAIRS = 8
-DEFAULT_MAX_PAIRS = 40
+#: the first look: with alpha 0.05 split over the default schedule's eight looks (12 ... 160)
+#: the sign test's interval is bounded from 12 pairs (P(Bin(12, 1/2) = 0) = 0.00024 <=
+#: alpha / K / 2 = 0.0031); earlier looks would spend error rate on intervals that can
+#: hardly decide
+DEFAULT_MIN_PAIRS = 12
+#: on this project's VM a +5 % change needs about 90 pairs (BENCHMARKS.md §25)
+DEFAULT_MAX_PAIRS = 160
+#: the default margin: interleaving cancels the drift that makes ``aaco diff`` need 3 %, and
+#: a 5 % change must be resolvable within the default budget on a noisy VM (BENCHMARKS.md §25)
+DEFAULT_THRESHOLD = 0.01
 #: the schedule's growth between looks
 LOOK_GROWTH = 1.5
 BOOTSTRAP_RESAMPLES = 2000

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from aaco.experiment.ab import PairRecord
     from aaco.pipeline import RunOptions
 
+#: aaco.analysis.paired's first look, without importing numpy when the command loads
+DEFAULT_MIN_PAIRS = 12
 #: aaco run options a side may not set: the experiment owns them
 _OWNED = {"repeat": "--repeat", "output": "--output", "report_format": "--report"}
 
@@ -96,7 +98,7 @@ def _session_options(label: str, path: Path, output: Path) -> tuple[RunOptions, 
 @click.option(
     "--threshold",
     "-t",
-    default="3%",
+    default="1%",
     show_default=True,
     help="Smallest change that matters, in percent: the equivalence margin.",
 )
@@ -109,9 +111,9 @@ def _session_options(label: str, path: Path, output: Path) -> tuple[RunOptions, 
     help="Interval of the pair ratios: sign (median, exact, no assumption), signed-rank "
     "(Hodges-Lehmann, symmetric), bootstrap (mean; hierarchical bootstrap).",
 )
-@click.option("--min-pairs", type=int, help="The first look (default 8, or --max-pairs if less).")
+@click.option("--min-pairs", type=int, help="The first look (default 12, or --max-pairs if less).")
 @click.option(
-    "--max-pairs", type=int, default=40, show_default=True, help="Budget: valid pairs at most."
+    "--max-pairs", type=int, default=160, show_default=True, help="Budget: valid pairs at most."
 )
 @click.option("--max-time", help="Budget: wall time (90s, 10m, 1h); stops before a new pair.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Error rate.")
@@ -179,7 +181,7 @@ def ab(
         threshold=parse_threshold(threshold),
         alpha=alpha,
         method=method,
-        min_pairs=min_pairs if min_pairs is not None else min(8, max_pairs),
+        min_pairs=min_pairs if min_pairs is not None else min(DEFAULT_MIN_PAIRS, max_pairs),
         max_pairs=max_pairs,
         max_time_s=parse_duration(max_time) if max_time else None,
         seed=seed,

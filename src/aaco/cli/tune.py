@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from aaco.cli._common import err, out, sessions_root
-from aaco.cli.ab import parse_duration, side_options
+from aaco.cli.ab import DEFAULT_MIN_PAIRS, parse_duration, side_options
 from aaco.cli.diff import parse_threshold
 from aaco.errors import UsageError
 
@@ -48,9 +48,9 @@ from aaco.errors import UsageError
     "fp16 (GPU backends).",
 )
 @click.option(
-    "--threshold", "-t", default="3%", show_default=True, help="The A/B's margin, in percent."
+    "--threshold", "-t", default="1%", show_default=True, help="The A/B's margin, in percent."
 )
-@click.option("--max-pairs", type=int, default=40, show_default=True, help="Each A/B's budget.")
+@click.option("--max-pairs", type=int, default=80, show_default=True, help="Each A/B's budget.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of inputs and search.")
 @click.option(
     "--apply",
@@ -122,7 +122,7 @@ def tune(
         seed=seed,
         ab=ABSettings(
             threshold=parse_threshold(threshold),
-            min_pairs=min(8, max_pairs),
+            min_pairs=min(DEFAULT_MIN_PAIRS, max_pairs),
             max_pairs=max_pairs,
             seed=seed,
         ),

@@ -28,6 +28,7 @@ from aaco.analysis.compare import INCONCLUSIVE, NO_CHANGE, QUANTILES, REGRESSION
 from aaco.analysis.paired import (
     DEFAULT_MAX_PAIRS,
     DEFAULT_MIN_PAIRS,
+    DEFAULT_THRESHOLD,
     METHODS,
     PairedLook,
     evaluate,
@@ -37,7 +38,6 @@ from aaco.errors import BundleError, RunError, UsageError
 from aaco.pipeline import RunOptions, run_model
 from aaco.regress.common import (
     CONTENTION_SHARE,
-    DEFAULT_THRESHOLD,
     EXIT_CODES,
     as_dict,
     finite,

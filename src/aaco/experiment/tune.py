@@ -43,7 +43,7 @@ from aaco import __version__
 from aaco.analysis.compare import IMPROVEMENT, QUANTILES
 from aaco.config import BackendEntry
 from aaco.errors import BundleError, UsageError
-from aaco.experiment.ab import ABSettings, new_ab_id, run_ab
+from aaco.experiment.ab import ABSettings, new_ab_id, run_ab, run_invalid_reason
 from aaco.pipeline import RunOptions, run_model
 from aaco.regress.diff import measured_latencies
 from aaco.runners.inputs import InputSpec, feed_value, make_array
@@ -558,10 +558,18 @@ def _screen(
 ) -> None:  # fmt: skip
     opts = dataclasses.replace(
         _run_opts(t, base, config_dir, sessions), iterations=iterations,
-        warmup=max(2, iterations // 5), telemetry=False,
+        warmup=max(2, iterations // 5),
     )  # fmt: skip
+    # a run whose measurement was not valid (other processes held the CPUs) is redone once,
+    # as the A/B redoes a pair: a contended reference would promote a slower candidate
     s = run(opts)
+    invalid = run_invalid_reason(s) if s.status == "completed" else None
+    if invalid is not None:
+        s = run(opts)
+        invalid = run_invalid_reason(s) if s.status == "completed" else None
     row: dict[str, Any] = {"rung": rung, "iterations": iterations, "session_id": s.session_id}
+    if invalid is not None:
+        row["invalid"] = invalid
     if s.status != "completed":
         row["error"] = (s.meta.get("error") or {}).get("message") or s.status
         row["score_ms"] = math.inf
