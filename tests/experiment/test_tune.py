@@ -235,3 +235,34 @@ def test_gpu_providers_search_their_provider_options() -> None:
     e = _entry(cuda, space[1], "tune-c01")
     assert e.provider_options["device_id"] == 0  # the user's options kept, the searched added
     assert "cudnn_conv_algo_search" in e.provider_options
+
+
+def test_a_candidate_whose_screening_run_fails_ranks_last_and_is_written(
+    tmp_path: Path, chain: tuple[Path, Path]
+) -> None:
+    model, wrong = chain
+    inner, _ = _fake_run(tmp_path / "runs", {"c01": 8.0}, wrong, seed=9)
+
+    def run(opts: RunOptions) -> Session:
+        if opts.backend == "tune-c02":
+            return make_bundle(tmp_path / "runs", [1.0] * 10, status="failed", error="boom")
+        return inner(opts)
+
+    result = tune(
+        RunOptions(model=str(model), profile=False),
+        TuneSettings(budget_s=3600, ab=ABSettings(seed=3, max_pairs=12)), output=tmp_path,
+        run=run,
+    )  # fmt: skip
+    c02 = next(t for t in result["trials"] if t["name"] == "c02")
+    assert c02["screening"][0]["score_ms"] is None and "boom" in c02["screening"][0]["error"]
+    assert c02["stage"].startswith("eliminated") and not c02["accepted"]
+    on_disk = json.loads((Path(result["path"]) / "tune.json").read_text())
+    assert on_disk["trials"][2]["screening"][0]["score_ms"] is None
+
+
+def test_verify_an_all_zero_reference() -> None:
+    ref = [np.zeros(4, dtype=np.float32)]
+    assert verify(ref, [np.zeros(4, dtype=np.float32)])["passed"]
+    v = verify(ref, [np.full(4, 0.5, dtype=np.float32)], numerics="int8")
+    assert not v["passed"] and v["outputs"][0]["max_rel_error"] is None
+    json.dumps(v, allow_nan=False)  # writable as tune.json is

@@ -305,7 +305,14 @@ def verify(
             if nr and ng
             else (1.0 if nr == ng else 0.0)
         )
-        row.update({"max_abs_error": max_abs, "max_rel_error": rel, "cosine": cosine})
+        # an all-zero reference makes any difference infinitely large: null in the JSON
+        row.update(
+            {
+                "max_abs_error": max_abs,
+                "max_rel_error": None if math.isinf(rel) else rel,
+                "cosine": cosine,
+            }
+        )
         if numerics is None:
             atol, rtol = TOLERANCES.get(str(r.dtype), TOLERANCES["float32"])
             ok = bool(np.all(diff <= atol * max(scale, 1e-30) + rtol * np.abs(rf)))
@@ -335,7 +342,9 @@ class _Trial:
     accepted: bool = False
 
     def score(self) -> float:
-        return self.screening[-1]["score_ms"] if self.screening else math.inf
+        # a failed screening run has no score (null in tune.json): it ranks last
+        score = self.screening[-1].get("score_ms") if self.screening else None
+        return math.inf if score is None else float(score)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -572,13 +581,13 @@ def _screen(
         row["invalid"] = invalid
     if s.status != "completed":
         row["error"] = (s.meta.get("error") or {}).get("message") or s.status
-        row["score_ms"] = math.inf
+        row["score_ms"] = None
         t.screening.append(row)
         return
     try:
         x = measured_latencies(s)
     except BundleError:
-        row["score_ms"] = math.inf
+        row["score_ms"] = None
         t.screening.append(row)
         return
     batch = _batch(s)
