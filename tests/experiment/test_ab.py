@@ -281,3 +281,19 @@ def test_an_interrupted_experiment_writes_what_it_did(tmp_path: Path) -> None:
     result = json.loads(written.read_text())
     assert result["stopped"] == "interrupted" and result["verdict"] == INCONCLUSIVE
     assert result["pairs_valid"] == 3 and "interrupted after 3" in result["stopped_reason"]
+
+
+def test_a_side_that_stops_running_keeps_the_pairs_done(tmp_path: Path) -> None:
+    inner, calls = fake_runner(tmp_path, {"a": 10.0, "b": 12.0})
+
+    def run(opts: RunOptions) -> Session:
+        if len(calls) == 5:  # the third pair's first run
+            calls.append("x")
+            return make_bundle(tmp_path, [1.0] * 20, status="failed", error="worker died")
+        return inner(opts)
+
+    with pytest.raises(RunError, match="does not run"):
+        run_ab(_opts("a"), _opts("b"), ABSettings(seed=1), output=tmp_path, run=run)
+    (written,) = (tmp_path / "ab").glob("*/ab.json")
+    result = json.loads(written.read_text())
+    assert result["stopped"] == "failed" and result["pairs_valid"] == 2

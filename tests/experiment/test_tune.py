@@ -266,3 +266,16 @@ def test_verify_an_all_zero_reference() -> None:
     v = verify(ref, [np.full(4, 0.5, dtype=np.float32)], numerics="int8")
     assert not v["passed"] and v["outputs"][0]["max_rel_error"] is None
     json.dumps(v, allow_nan=False)  # writable as tune.json is
+
+
+def test_verify_non_finite_values_must_match() -> None:
+    ref = [np.array([1.0, -np.inf, 2.0, np.nan], dtype=np.float32)]
+    assert verify(ref, [ref[0].copy()])["passed"]  # masks and NaN at the same places: equal
+    v = verify(ref, [np.array([5.0, -np.inf, -7.0, np.nan], dtype=np.float32)], numerics="int8")
+    assert not v["passed"]
+    moved = [np.array([1.0, 0.0, 2.0, np.nan], dtype=np.float32)]
+    assert "infinities differ" in verify(ref, moved)["reason"]
+    over = [np.array([1.0, -np.inf, np.inf, np.nan], dtype=np.float32)]
+    v = verify(ref, over, numerics="int8", max_error=0.5)
+    assert not v["passed"]
+    json.dumps(v, allow_nan=False)

@@ -106,7 +106,7 @@ def pair_log_ratios(
         raise ValueError("as many A runs as B runs are needed")
     qa = np.array([np.quantile(x, q) for x in a_runs], dtype=np.float64)
     qb = np.array([np.quantile(x, q) for x in b_runs], dtype=np.float64)
-    if np.any(~np.isfinite(qa)) or np.any(qa <= 0) or np.any(qb <= 0):
+    if np.any(~np.isfinite(qa)) or np.any(~np.isfinite(qb)) or np.any(qa <= 0) or np.any(qb <= 0):
         raise ValueError("latencies must be finite and positive")
     out: np.ndarray[Any, Any] = np.log(qb / qa)
     return out
@@ -238,15 +238,17 @@ class PairedLook:
         return ((self.ci[0] - 1.0) * 100.0, (self.ci[1] - 1.0) * 100.0)
 
     def to_json(self) -> dict[str, Any]:
-        lo, hi = self.ci
+        def known(x: float) -> float | None:  # an unbounded or undefined figure: null
+            return x if math.isfinite(x) else None
+
         return {
             "pairs": self.pairs,
             "verdict": self.verdict,
             "decided": self.decided,
-            "ratio": self.ratio,
-            "delta_pct": self.delta_pct,
-            "ci": [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi],
-            "ci_pct": [None if math.isinf(x) else x for x in self.ci_pct],
+            "ratio": known(self.ratio),
+            "delta_pct": known(self.delta_pct),
+            "ci": [known(x) for x in self.ci],
+            "ci_pct": [known(x) for x in self.ci_pct],
             "level": self.level,
             "method": self.method,
             "gate": self.gate,
@@ -291,7 +293,9 @@ def evaluate(
         d = pair_log_ratios(a_runs, b_runs, q)
         fn = sign_interval if method == "sign" else signed_rank_interval
         est, lo, hi = fn(d, a_level)
-    ratio_lo, ratio_hi = math.exp(lo), math.exp(hi)
+    # an unbounded side stays infinite (null in JSON), not exp(-inf) = 0 (-100 %)
+    ratio_lo = math.exp(lo) if math.isfinite(lo) else -math.inf
+    ratio_hi = math.exp(hi) if math.isfinite(hi) else math.inf
     verdict = interval_verdict(ratio_lo, ratio_hi, delta)
     return PairedLook(
         pairs=len(a_runs),

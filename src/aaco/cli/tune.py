@@ -130,13 +130,19 @@ def tune(
     if objective == "latency" and slo:
         raise UsageError("--slo applies to --objective throughput")
     result = run_tune(opts, settings, output=root, on_event=lambda m: err(m))
-    if apply_:
+    apply_note = None
+    if apply_ and result["found"]:
         target = config if config is not None else Path("configs")
         path, backup = apply_entry(result, target)
-        err(
-            f"applied: {result['entry_name']} in {path}"
-            + (f" (previous: {backup})" if backup else "")
+        apply_note = f"applied: {result['entry_name']} in {path}" + (
+            f" (previous: {backup})" if backup else ""
         )
+        if result.get("model_variant"):
+            apply_note += (
+                f"; the gain needs the model variant {result['model_variant']}: run it with --model"
+            )
+    elif apply_:
+        apply_note = "nothing applied: no candidate beat the default"
     if fmt == "json":
         out(json.dumps(result, indent=2))
     else:
@@ -154,4 +160,6 @@ def tune(
                                sort_keys=False).rstrip())  # fmt: skip
             if result.get("model_variant"):
                 out(f"with the model variant {result['model_variant']}")
+    if apply_note is not None:
+        err(apply_note)
     sys.stderr.write(f"tune: {result['path']}\n")

@@ -68,6 +68,7 @@ MAX_PAIRS = "max-pairs"
 MAX_TIME = "max-time"
 INVALID_BUDGET = "invalid-pairs"
 INTERRUPTED = "interrupted"
+FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ def run_ab(
     started, t0 = utc_now_iso(), clock()
     stopped = MAX_PAIRS
     interrupted = False
+    failure: Exception | None = None
     try:
         while len(state.a_runs) < settings.max_pairs:
             if settings.max_time_s is not None and clock() - t0 >= settings.max_time_s:
@@ -309,6 +311,10 @@ def run_ab(
     except KeyboardInterrupt:
         # Ctrl-C: the pairs done so far are written, then the interrupt goes on
         stopped, interrupted = INTERRUPTED, True
+    except (RunError, UsageError) as exc:
+        # a side that cannot run: the pairs done so far are written, then the error goes on
+        failure = exc
+        stopped = FAILED
     result = _result(ab_id, a, b, settings, schedule, seed, state, stopped, started, t0, clock)
     if history is not None:
         result["history"] = _history(history, state, q)
@@ -319,6 +325,8 @@ def run_ab(
     result["path"] = str(folder)
     if interrupted:
         raise KeyboardInterrupt
+    if failure is not None:
+        raise failure
     return result
 
 
@@ -331,7 +339,7 @@ def _history(history: Session, state: _State, q: float) -> dict[str, Any]:
         value = None
     fresh = [float(np.quantile(x, q)) for x in state.a_runs]
     now = float(np.median(fresh)) if fresh else None
-    drift = None if value is None or now is None else (now / value - 1.0) * 100.0
+    drift = None if not value or now is None else (now / value - 1.0) * 100.0
     return {
         "session_id": history.session_id,
         "path": str(history.path),
@@ -378,6 +386,7 @@ def _result(
         if settings.max_time_s is not None
         else "",
         INTERRUPTED: f"interrupted after {len(valid)} valid pairs",
+        FAILED: f"a run failed after {len(valid)} valid pairs",
         INVALID_BUDGET: f"{state.invalid} pairs were not valid (the machine was busy): quiet "
         "the machine, or pin the runs (--isolate in both option sets)",
     }[stopped]

@@ -42,7 +42,7 @@ import yaml
 from aaco import __version__
 from aaco.analysis.compare import IMPROVEMENT, QUANTILES
 from aaco.config import BackendEntry
-from aaco.errors import BundleError, UsageError
+from aaco.errors import BundleError, RunError, UsageError
 from aaco.experiment.ab import ABSettings, new_ab_id, run_ab, run_invalid_reason
 from aaco.pipeline import RunOptions, run_model
 from aaco.regress.diff import measured_latencies
@@ -290,39 +290,43 @@ def verify(
                 reasons.append(f"output {i} ({r.dtype}): values differ")
             continue
         rf, gf = r.astype(np.float64), g.astype(np.float64)
-        nan_r, nan_g = np.isnan(rf), np.isnan(gf)
-        if not np.array_equal(nan_r, nan_g):
-            reasons.append(f"output {i}: NaN where the reference has none, or the reverse")
-            continue
-        rf, gf = np.where(nan_r, 0.0, rf), np.where(nan_g, 0.0, gf)
-        scale = float(np.max(np.abs(rf))) if rf.size else 0.0
-        diff = np.abs(gf - rf)
-        max_abs = float(diff.max()) if diff.size else 0.0
-        rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
-        nr, ng = float(np.linalg.norm(rf)), float(np.linalg.norm(gf))
-        cosine = (
-            float(np.dot(rf.ravel(), gf.ravel()) / (nr * ng))
-            if nr and ng
-            else (1.0 if nr == ng else 0.0)
+        # non-finite values (NaN, +-inf: masks, log-probabilities) must sit at the same
+        # places with the same values; the errors are measured on the finite ones
+        odd_r, odd_g = ~np.isfinite(rf), ~np.isfinite(gf)
+        same_odd = np.array_equal(odd_r, odd_g) and np.array_equal(
+            rf[odd_r], gf[odd_g], equal_nan=True
         )
-        # an all-zero reference makes any difference infinitely large: null in the JSON
+        if not same_odd:
+            reasons.append(f"output {i}: NaN or infinities differ from the reference's")
+            continue
+        rf, gf = rf[~odd_r], gf[~odd_g]
+        scale = float(np.max(np.abs(rf))) if rf.size else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff = np.abs(gf - rf)
+            max_abs = float(diff.max()) if diff.size else 0.0
+            rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+            nr, ng = float(np.linalg.norm(rf)), float(np.linalg.norm(gf))
+            cosine = float(np.dot(rf, gf) / (nr * ng)) if nr and ng else (1.0 if nr == ng else 0.0)
+        # an all-zero reference makes any difference infinitely large: null in the JSON, as
+        # any figure that is not finite
         row.update(
             {
-                "max_abs_error": max_abs,
-                "max_rel_error": None if math.isinf(rel) else rel,
-                "cosine": cosine,
+                "max_abs_error": max_abs if math.isfinite(max_abs) else None,
+                "max_rel_error": rel if math.isfinite(rel) else None,
+                "cosine": cosine if math.isfinite(cosine) else None,
             }
         )
         if numerics is None:
             atol, rtol = TOLERANCES.get(str(r.dtype), TOLERANCES["float32"])
-            ok = bool(np.all(diff <= atol * max(scale, 1e-30) + rtol * np.abs(rf)))
+            with np.errstate(over="ignore", invalid="ignore"):
+                ok = bool(np.all(diff <= atol * max(scale, 1e-30) + rtol * np.abs(rf)))
             row["tolerance"] = {"atol_of_scale": atol, "rtol": rtol}
             if not ok:
                 reasons.append(
                     f"output {i}: max error {max_abs:.3g} ({rel:.3g} of the largest value) "
                     f"beyond the {r.dtype} tolerance"
                 )
-        elif rel > max_error or cosine < MIN_COSINE:
+        elif not (rel <= max_error and cosine >= MIN_COSINE):  # NaN fails too
             reasons.append(
                 f"output {i}: {numerics} error {rel:.3g} of the largest value (at most "
                 f"{max_error:g}), cosine {cosine:.4f} (at least {MIN_COSINE})"
@@ -446,7 +450,12 @@ def tune(
     # 2. screening by successive halving (half the budget at most)
     config_dir = folder / "config"
     _write_backends(config_dir, [t.entry for t in trials], base_opts.config_dir)
-    alive = [t for t in trials if t.verification and t.verification["passed"]]
+    # the reference is the incumbent: it is not screened, and never takes a finalist's place
+    alive = [
+        t
+        for t in trials
+        if t.verification and t.verification["passed"] and t.candidate.name != "reference"
+    ]
     iterations = settings.screen_iterations
     rung = 0
     screen_deadline = t0 + settings.budget_s * 0.5
@@ -478,17 +487,23 @@ def tune(
             continue
         ab_settings = dataclasses.replace(
             settings.ab, max_time_s=left / max(1, len(finalists) - finalists.index(t)),
-            per_item=settings.objective == "throughput",
+            per_item=settings.objective == "throughput" and bool(batches),
         )  # fmt: skip
         say(f"A/B: {best.candidate.name} (A) vs {t.candidate.name} (B)")
         n, w = settings.ab_iterations, max(2, settings.ab_iterations // 5)
         a_opts = _run_opts(best, base_opts, config_dir, sessions)
         b_opts = _run_opts(t, base_opts, config_dir, sessions)
-        result = run_ab(
-            dataclasses.replace(a_opts, iterations=n, warmup=w),
-            dataclasses.replace(b_opts, iterations=n, warmup=w),
-            ab_settings, output=sessions, run=run, clock=clock,
-        )  # fmt: skip
+        try:
+            result = run_ab(
+                dataclasses.replace(a_opts, iterations=n, warmup=w),
+                dataclasses.replace(b_opts, iterations=n, warmup=w),
+                ab_settings, output=sessions, run=run, clock=clock,
+            )  # fmt: skip
+        except (RunError, UsageError) as exc:
+            # one finalist that cannot run ends its own trial, not the search
+            t.stage = f"not accepted: its A/B failed ({exc})"
+            say(f"  {t.stage}")
+            continue
         t.ab = {
             "ab_id": result["ab_id"],
             "against": best.candidate.name,
@@ -537,11 +552,19 @@ def _batch_is_open(runner: Any, opts: RunOptions, sessions: Path) -> bool:
 
 
 def _write_backends(config_dir: Path, entries: Sequence[BackendEntry], user: Path | None) -> None:
-    """A config folder holding every candidate's backend entry (and the user's models.yaml,
-    so that registry model names resolve as they do for the user)."""
+    """A config folder holding every candidate's backend entry, and the user's models.yaml
+    (``user``, else ./configs as the registry reads it) with relative model paths made
+    absolute, so that the user's model names resolve for the candidates as for the user."""
     config_dir.mkdir(parents=True, exist_ok=True)
-    if user is not None and (user / "models.yaml").is_file():
-        shutil.copy(user / "models.yaml", config_dir / "models.yaml")
+    source = user if user is not None else Path.cwd() / "configs"
+    models_file = source / "models.yaml"
+    if models_file.is_file():
+        doc = yaml.safe_load(models_file.read_text()) or {}
+        for entry in (doc.get("models") or {}).values() if isinstance(doc, dict) else ():
+            path = entry.get("path") if isinstance(entry, dict) else None
+            if isinstance(path, str) and not Path(path).expanduser().is_absolute():
+                entry["path"] = str((source / path).resolve())
+        atomic_write_bytes(config_dir / "models.yaml", yaml.safe_dump(doc).encode())
     doc = {"backends": {e.name: entry_yaml(e) for e in entries}}
     atomic_write_bytes(config_dir / "backends.yaml", yaml.safe_dump(doc).encode())
 
