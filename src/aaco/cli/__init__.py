@@ -82,6 +82,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ab": (
         "aaco.cli.ab", "ab", "Interleaved A/B of two run configurations, alternating fresh...",
     ),
+    "lake": (
+        "aaco.cli.lake", "lake_app",
+        "A lake of sessions: Hive-partitioned Parquet that DuckDB, Polars...",
+    ),
+    "query": (
+        "aaco.cli.lake", "query", "Run SQL (DuckDB) over a lake or a sessions root. Tables:...",
+    ),
     "diff": ("aaco.cli.diff", "diff", "Did SESSION regress against BASELINE? Writes..."),
     "models": ("aaco.cli.models", "models_app", "Built-in and registered models."),
     "tune": (

@@ -48,6 +48,11 @@ def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
 
 @click.command()
 @sessions_option()
+@click.option(
+    "--lake",
+    type=click.Path(path_type=Path),
+    help="Read the sessions from this lake (aaco lake export) instead: every machine's.",
+)
 @click.option("--model", "-m", help="Only this model.")
 @click.option("--backend", help="Only this backend.")
 @click.option("--tag", help="Only sessions with this tag.")
@@ -58,6 +63,7 @@ def ls_command(sessions: Path | None, limit: int, as_json: bool) -> None:
 @json_option("JSON instead of tables.")
 def history(
     sessions: Path | None,
+    lake: Path | None,
     model: str | None,
     backend: str | None,
     tag: str | None,
@@ -65,19 +71,30 @@ def history(
     max_p: float,
     as_json: bool,
 ) -> None:
-    """Sessions of each configuration over time, with detected change points."""
+    """Sessions of each configuration over time, with detected change points (one series
+    per configuration and machine)."""
     # lazy: scipy, rich (~0.9 s)
-    from aaco.regress.history import history as build_history
+    from aaco.regress.history import folder_rows, history_from_rows
     from aaco.report.regress import render_history_terminal
 
     if window < 6:
         raise UsageError("--window must be at least 6")
     if not 0 < max_p < 1:
         raise UsageError("--max-p must lie in (0, 1)")
-    root = sessions_root(sessions)
-    if not root.is_dir():
-        raise InputError(f"{root}: no such sessions root")
-    groups = build_history(root, model=model, backend=backend, tag=tag, window=window, max_p=max_p)
+    if lake is not None:
+        from aaco.lake.export import open_lake  # lazy: duckdb, pyarrow
+        from aaco.lake.read import history_rows
+
+        open_lake(lake, create=False)
+        rows = history_rows(lake)
+    else:
+        root = sessions_root(sessions)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such sessions root")
+        rows = list(folder_rows(root))
+    groups = history_from_rows(
+        rows, model=model, backend=backend, tag=tag, window=window, max_p=max_p
+    )
     if as_json:
         out(json.dumps(groups, indent=2))
     else:

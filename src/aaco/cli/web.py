@@ -15,7 +15,14 @@ from aaco.errors import InputError, UsageError
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def _serve(host: str, port: int, sessions: Path | None, token: str | None, what: str) -> None:
+def _serve(
+    host: str,
+    port: int,
+    sessions: Path | None,
+    token: str | None,
+    what: str,
+    lake: Path | None = None,
+) -> None:
     try:
         # lazy: fastapi and uvicorn are optional (aaco[web]) and take ~1 s to import
         import uvicorn
@@ -34,8 +41,10 @@ def _serve(host: str, port: int, sessions: Path | None, token: str | None, what:
     root = sessions_root(sessions)
     if not root.is_dir():
         raise InputError(f"{root}: no such sessions root")
-    sys.stderr.write(f"aaco {what}: http://{host}:{port}/ over {root.resolve()}\n")
-    uvicorn.run(create_app(root, token=token), host=host, port=port, log_level="warning")
+    app = create_app(root, token=token, lake=lake)
+    over = f"the lake {lake.resolve()} and {root.resolve()}" if lake else str(root.resolve())
+    sys.stderr.write(f"aaco {what}: http://{host}:{port}/ over {over}\n")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 @click.command()
@@ -43,9 +52,16 @@ def _serve(host: str, port: int, sessions: Path | None, token: str | None, what:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--token", help="Bearer token every route requires (needed beyond localhost).")
-def serve(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+@click.option(
+    "--lake",
+    type=click.Path(path_type=Path),
+    help="/sessions and /history list the sessions of this lake (every machine's) instead.",
+)
+def serve(
+    sessions: Path | None, host: str, port: int, token: str | None, lake: Path | None
+) -> None:
     """REST API over a sessions root (FastAPI; schema at /openapi.json)."""
-    _serve(host, port, sessions, token, "serve")
+    _serve(host, port, sessions, token, "serve", lake)
 
 
 @click.command()
@@ -53,6 +69,13 @@ def serve(sessions: Path | None, host: str, port: int, token: str | None) -> Non
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8501, show_default=True)
 @click.option("--token", help="Token required beyond localhost (open /?token=... once).")
-def dashboard(sessions: Path | None, host: str, port: int, token: str | None) -> None:
+@click.option(
+    "--lake",
+    type=click.Path(path_type=Path),
+    help="List and chart the sessions of this lake (every machine's) instead.",
+)
+def dashboard(
+    sessions: Path | None, host: str, port: int, token: str | None, lake: Path | None
+) -> None:
     """Web dashboard: sessions with filters, reports, comparisons, history (same app as serve)."""
-    _serve(host, port, sessions, token, "dashboard")
+    _serve(host, port, sessions, token, "dashboard", lake)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +67,10 @@ def serving_rows(session: Session) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def history(
-    root: Path,
-    model: str | None = None,
-    backend: str | None = None,
-    tag: str | None = None,
-    window: int = DEFAULT_WINDOW,
-    max_p: float = DEFAULT_MAX_P,
-) -> list[dict[str, Any]]:
-    """One entry per configuration group: its key, session rows and change points (model
-    runs first, then serving groups, each ``kind`` saying which)."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+def folder_rows(root: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(series, row)`` of every completed bundle under ``root``: a model run's row (series
+    ``""``) or each load point of a serving session; malformed bundles are skipped (``aaco
+    ls`` lists them)."""
     for path in iter_sessions(root):
         try:
             session = Session.load(path)
@@ -89,33 +82,63 @@ def history(
                 rows = [("", session_row(session))]
         except (BundleError, UsageError):
             continue  # a malformed bundle is listed by ``aaco ls``, not charted
-        for series, row in rows:
-            if model is not None and row["model"] != model:
-                continue
-            if backend is not None and row["backend"] != backend:
-                continue
-            if tag is not None and row["tag"] != tag:
-                continue
-            if series:
-                level = row["ttft_p50_ms"]
-                key: tuple[Any, ...] = ("serving", row["model"], row["backend"], row["fingerprint"])
-                key = (*key, series)
-            else:
-                level = row["p50_ms"]
-                key = (
-                    "model",
-                    row["model"],
-                    row["backend"],
-                    row["fingerprint"],
-                    row["batch"],
-                    row.get("threads"),
-                    row.get("preprocess"),
-                    row.get("framework"),
-                    row.get("settings"),
-                )
-            if not isinstance(level, (int, float)) or level <= 0:
-                continue
-            groups.setdefault(key, []).append(row)
+        yield from rows
+
+
+def history(
+    root: Path,
+    model: str | None = None,
+    backend: str | None = None,
+    tag: str | None = None,
+    window: int = DEFAULT_WINDOW,
+    max_p: float = DEFAULT_MAX_P,
+) -> list[dict[str, Any]]:
+    """One entry per configuration group of the sessions under ``root``: its key, session
+    rows and change points (model runs first, then serving groups, each ``kind`` saying
+    which)."""
+    return history_from_rows(folder_rows(root), model, backend, tag, window, max_p)
+
+
+def history_from_rows(
+    rows: Iterable[tuple[str, dict[str, Any]]],
+    model: str | None = None,
+    backend: str | None = None,
+    tag: str | None = None,
+    window: int = DEFAULT_WINDOW,
+    max_p: float = DEFAULT_MAX_P,
+) -> list[dict[str, Any]]:
+    """:func:`history` over ``(series, row)`` pairs from anywhere: a sessions root
+    (:func:`folder_rows`) or a lake (:func:`aaco.lake.read.history_rows`). A configuration
+    includes its machine (the fingerprint), so sessions of many machines make one series
+    per machine, each searched for change points on its own."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for series, row in rows:
+        if model is not None and row["model"] != model:
+            continue
+        if backend is not None and row["backend"] != backend:
+            continue
+        if tag is not None and row["tag"] != tag:
+            continue
+        if series:
+            level = row["ttft_p50_ms"]
+            key: tuple[Any, ...] = ("serving", row["model"], row["backend"], row["fingerprint"])
+            key = (*key, series)
+        else:
+            level = row["p50_ms"]
+            key = (
+                "model",
+                row["model"],
+                row["backend"],
+                row["fingerprint"],
+                row["batch"],
+                row.get("threads"),
+                row.get("preprocess"),
+                row.get("framework"),
+                row.get("settings"),
+            )
+        if not isinstance(level, (int, float)) or level <= 0:
+            continue
+        groups.setdefault(key, []).append(row)
     out = [_group(key, rows, window, max_p) for key, rows in groups.items()]
     out.sort(
         key=lambda g: (
@@ -142,6 +165,7 @@ def _group(
             "backend": key[2],
             "batch": None,
             "fingerprint": key[3],
+            "machine": _machine(rows),
             "load": first["load"],
             # the series key is the settings' JSON (serving.history_key)
             "settings": json.loads(key[4]),
@@ -160,6 +184,7 @@ def _group(
         "backend": key[2],
         "batch": key[4],
         "fingerprint": key[3],
+        "machine": _machine(rows),
         "threads": key[5],
         "preprocess": key[6],
         "framework": key[7],
@@ -167,6 +192,16 @@ def _group(
         "change_points": cps,
         "method": {"window": window, "max_p": max_p, "series": "log p50, log p90"},
     }
+
+
+def _machine(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where the group's sessions ran (host, vendor, architecture, device), as the lake's
+    rows record it; None for rows without it (a sessions root is one machine's)."""
+    last = rows[-1]
+    keys = ("hostname", "vendor", "arch", "device")
+    if not any(last.get(k) for k in keys):
+        return None
+    return {k: last.get(k) for k in keys}
 
 
 def _change_points(

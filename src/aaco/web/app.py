@@ -50,6 +50,7 @@ from aaco.regress.baseline import (
 )
 from aaco.regress.diff import DEFAULT_THRESHOLD, diff_sessions
 from aaco.regress.history import history as build_history
+from aaco.regress.history import history_from_rows
 from aaco.report.model import build_report
 from aaco.report.renderers import get_renderer_class
 from aaco.session.bundle import Session, iter_sessions, resolve_latest
@@ -254,13 +255,47 @@ _LOGIN_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
 """
 
 
-def create_app(root: Path, token: str | None = None) -> FastAPI:
-    """The app over the sessions under ``root``; ``token`` makes every route need it."""
+def _lake_rows(lake: Path) -> list[dict[str, Any]]:
+    """The lake's sessions as listing rows (``aaco ls``'s keys, and where each ran)."""
+    from aaco.lake.read import lake_rows  # lazy: duckdb
+
+    rows = []
+    for r in lake_rows(lake):
+        r["id"] = r.pop("session_id")
+        r.pop("source_path", None)  # the API speaks ids, not paths
+        r.pop("created", None)  # created_utc says it
+        r["date"] = str(r["date"]) if r.get("date") is not None else None
+        rows.append(r)
+    return rows
+
+
+def create_app(root: Path, token: str | None = None, lake: Path | None = None) -> FastAPI:
+    """The app over the sessions under ``root``; ``token`` makes every route need it.
+    With ``lake`` (:mod:`aaco.lake`), the listing and the history are the lake's, every
+    machine's; a session's own pages still need its bundle under ``root``."""
+    if lake is not None:
+        from aaco.lake.export import open_lake  # lazy: pyarrow
+
+        open_lake(lake, create=False)
     as_given = Path(os.path.abspath(root))
     root = root.resolve()
     if token is not None and not token:
         raise UsageError("the API token must not be empty")
     scrub = _Scrub([root, as_given])
+
+    def rows_of(root: Path) -> list[dict[str, Any]]:
+        return _rows(root) if lake is None else _lake_rows(lake)
+
+    def history_of(model: str | None, backend: str | None, tag: str | None) -> list[dict[str, Any]]:
+        """History groups of the root's sessions, or the lake's (every machine's)."""
+        if lake is None:
+            groups = build_history(root, model=model, backend=backend, tag=tag)
+        else:
+            from aaco.lake.read import history_rows  # lazy: duckdb
+
+            groups = history_from_rows(history_rows(lake), model=model, backend=backend, tag=tag)
+        return groups
+
     # documents the bearer token in the schema; the middleware below enforces it
     bearer = HTTPBearer(
         auto_error=False,
@@ -345,7 +380,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         limit: int = Query(100, ge=1, le=MAX_LIMIT),
     ) -> dict[str, Any]:
         """Sessions under the root, newest first, filtered; paged with offset/limit."""
-        rows = _filter(_rows(root), model, backend, tag, status, since, until)
+        rows = _filter(rows_of(root), model, backend, tag, status, since, until)
         rows.reverse()
         return {
             "total": len(rows),
@@ -469,7 +504,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         model: str | None = None, backend: str | None = None, tag: str | None = None
     ) -> list[dict[str, Any]]:
         """Sessions of each configuration over time with their change points."""
-        groups: list[dict[str, Any]] = build_history(root, model=model, backend=backend, tag=tag)
+        groups = history_of(model, backend, tag)
         for g in groups:
             for r in g["sessions"]:
                 r.pop("path", None)
@@ -487,7 +522,7 @@ def create_app(root: Path, token: str | None = None) -> FastAPI:
         return scrubbed
 
     # -- dashboard --------------------------------------------------------------------------
-    pages.mount(app, root, _rows, _filter, _find, _detail)
+    pages.mount(app, root, rows_of, _filter, _find, _detail, history_of)
     return app
 
 

@@ -19,7 +19,6 @@ from aaco import __version__
 from aaco.errors import AacoError
 from aaco.regress.diff import diff_sessions
 from aaco.regress.history import SERIES
-from aaco.regress.history import history as build_history
 from aaco.report import svg
 from aaco.session.catalog import session_row
 
@@ -169,6 +168,7 @@ def mount(
     filter_rows: Callable[..., list[dict[str, Any]]],
     find: Callable[[Path, str], Any],
     detail: Callable[[object, Path], str],
+    history_of: Callable[[str | None, str | None, str | None], list[dict[str, Any]]],
 ) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index(
@@ -219,7 +219,7 @@ def mount(
     def history(
         model: str | None = None, backend: str | None = None, tag: str | None = None
     ) -> HTMLResponse:
-        groups = build_history(root, model=model or None, backend=backend or None, tag=tag or None)
+        groups = history_of(model or None, backend or None, tag or None)
         charts = [Markup(history_chart(f"history-{i}", g)) for i, g in enumerate(groups)]
         return _page(
             "history.html.j2",

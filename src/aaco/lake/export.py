@@ -1,0 +1,506 @@
+"""``aaco lake export``: copy the sessions of a sessions root into a lake, incrementally,
+idempotently and crash-safely.
+
+Each export run writes batches. A batch is first written whole under
+``LAKE/_staging/<batch>/`` (which no reader looks at), then committed:
+
+1. a commit record (``COMMIT.json``: the batch's files, and the sessions it replaces in
+   older batches) is written atomically;
+2. the replaced sessions' rows are filtered out of the older batches' files (each file
+   rewritten atomically);
+3. the staged files are moved into place (``os.replace``), the ``sessions`` files last;
+4. the staging folder is removed.
+
+A kill before step 1 leaves staging that the next export deletes; a kill after it leaves a
+commit that the next export finishes (every step can be redone). Every data file is
+complete Parquet at every moment, so the lake is readable throughout.
+
+A session is exported again only when its files changed since (its ``source_stamp``: the
+size and modification time of the bundle's files that the lake copies); a running session
+is skipped until it finishes. Memory is bounded by the largest batch of buffered rows
+(:data:`FLUSH_ROWS` per open file), not by the size of the sessions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aaco import __version__
+from aaco.errors import BundleError, InputError, UsageError
+from aaco.lake.layout import (
+    LAKE_FILE,
+    LAKE_FORMAT,
+    LAKE_TABLES,
+    LAKE_VERSION,
+    PARTITION_KEYS,
+    STAGING,
+    partition_dir,
+)
+from aaco.lake.rows import fleet_row, partition_value
+from aaco.regress import serving
+from aaco.regress.history import serving_rows
+from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
+from aaco.session.paths import (
+    ENV_FILE,
+    INFERENCE_SUMMARY_FILE,
+    MODEL_META_FILE,
+    SERVING_SUMMARY_FILE,
+    SESSION_FILE,
+)
+from aaco.session.schema import TABLES
+
+__all__ = ["ExportResult", "export_lake", "open_lake", "recover"]
+
+#: rows buffered per open file before a row group is written
+FLUSH_ROWS = 65_536
+#: sessions per batch: a kill loses at most this many sessions' work
+BATCH_SESSIONS = 500
+_COMMIT = "COMMIT.json"
+_LOCK = ".lock"
+_PART = re.compile(r"^part-(?P<batch>[0-9TZ]+-[0-9a-f]+)\.parquet$")
+#: the bundle files a session's lake rows are read from (the tables' own paths are added)
+_STAMPED = (SESSION_FILE, ENV_FILE, INFERENCE_SUMMARY_FILE, SERVING_SUMMARY_FILE, MODEL_META_FILE)
+
+
+@dataclass
+class ExportResult:
+    """What one export did."""
+
+    lake: Path
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    #: sessions still running: exported once they finish
+    running: int = 0
+    #: (bundle, one-line reason) of each bundle that could not be read
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    #: rows written per table
+    rows: dict[str, int] = field(default_factory=dict)
+    batches: list[str] = field(default_factory=list)
+    #: unfinished batches of an earlier, interrupted export: finished or discarded
+    recovered: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lake": str(self.lake),
+            "added": self.added,
+            "replaced": self.replaced,
+            "unchanged": self.unchanged,
+            "running": self.running,
+            "unreadable": [{"bundle": b, "error": e} for b, e in self.unreadable],
+            "rows": self.rows,
+            "batches": self.batches,
+            "recovered": self.recovered,
+            "seconds": self.seconds,
+        }
+
+
+# -- the lake folder ------------------------------------------------------------------------
+
+
+def open_lake(lake: Path, *, create: bool) -> dict[str, Any]:
+    """The lake's ``_lake.json`` (written when ``create`` and the folder is new or empty);
+    InputError when ``lake`` is not a lake this AACO reads."""
+    meta_file = lake / LAKE_FILE
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{meta_file}: unreadable ({exc})") from None
+        if not isinstance(meta, dict) or meta.get("format") != LAKE_FORMAT:
+            raise InputError(f"{lake}: {LAKE_FILE} does not describe an AACO lake")
+        if meta.get("version") != LAKE_VERSION:
+            raise InputError(
+                f"{lake}: lake version {meta.get('version')} is not supported "
+                f"(this AACO reads version {LAKE_VERSION})"
+            )
+        return meta
+    if not create:
+        raise InputError(f"{lake}: not an AACO lake (no {LAKE_FILE}); `aaco lake export` makes one")
+    if lake.exists() and (not lake.is_dir() or any(lake.iterdir())):
+        raise InputError(f"{lake}: exists and is not an AACO lake; give an empty or new folder")
+    lake.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": LAKE_FORMAT,
+        "version": LAKE_VERSION,
+        "created_utc": utc_now_iso(),
+        "created_by": f"aaco {__version__}",
+        "partition_keys": list(PARTITION_KEYS),
+        "tables": {name: {"doc": t.doc, "source": t.source} for name, t in LAKE_TABLES.items()},
+    }
+    atomic_write_json(meta_file, meta)
+    return meta
+
+
+@contextlib.contextmanager
+def _locked(lake: Path) -> Iterator[None]:
+    """One writer at a time: a second export fails at once rather than interleaving."""
+    with (lake / _LOCK).open("a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InputError(f"{lake}: another export is writing this lake") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _batch_files(lake: Path, batch: str) -> list[Path]:
+    """The committed data files of ``batch``, every table."""
+    name = f"part-{batch}.parquet"
+    return [p for t in LAKE_TABLES for p in (lake / t).rglob(name)]
+
+
+def _rewrite_without(path: Path, ids: set[str]) -> None:
+    """Rewrite ``path`` without the rows of ``ids`` (atomically; removed when none stay)."""
+    table = pq.read_table(path, partitioning=None)
+    keep = pa.compute.invert(pa.compute.is_in(table["session_id"], pa.array(sorted(ids))))
+    kept = table.filter(keep)
+    if kept.num_rows == table.num_rows:
+        return
+    if kept.num_rows == 0:
+        path.unlink()
+        return
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    pq.write_table(kept, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def _apply(lake: Path, staged: Path) -> None:
+    """Finish the commit recorded in ``staged/COMMIT.json`` (every step can be redone)."""
+    commit = json.loads((staged / _COMMIT).read_text())
+    for old, ids in (commit.get("replace") or {}).items():
+        for f in _batch_files(lake, old):
+            _rewrite_without(f, set(ids))
+    for rel in commit["files"]:
+        src, dst = staged / rel, lake / rel
+        if src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+    shutil.rmtree(staged, ignore_errors=True)
+
+
+def recover(lake: Path) -> list[str]:
+    """Finish the committed batches of an interrupted export and discard the uncommitted
+    ones; the batch ids handled."""
+    root = lake / STAGING
+    done: list[str] = []
+    if not root.is_dir():
+        return done
+    for staged in sorted(root.iterdir()):
+        if (staged / _COMMIT).is_file():
+            _apply(lake, staged)
+        else:
+            shutil.rmtree(staged, ignore_errors=True)
+        done.append(staged.name)
+    return done
+
+
+def _exported(lake: Path) -> dict[str, tuple[str | None, str]]:
+    """session id -> (source stamp, batch) of every session the lake holds."""
+    out: dict[str, tuple[str | None, str]] = {}
+    folder = lake / "sessions"
+    if not folder.is_dir():
+        return out
+    for f in sorted(folder.rglob("*.parquet")):
+        if not _PART.match(f.name):
+            continue
+        cols = ["session_id", "source_stamp", "lake_batch"]
+        t = pq.read_table(f, columns=cols, partitioning=None)
+        for sid, stamp, batch in zip(
+            t["session_id"].to_pylist(),
+            t["source_stamp"].to_pylist(),
+            t["lake_batch"].to_pylist(),
+            strict=True,
+        ):
+            out[sid] = (stamp, batch)
+    return out
+
+
+# -- one session --------------------------------------------------------------------------
+
+
+def source_stamp(bundle: Path) -> str:
+    """A digest of the size and modification time of the bundle files the lake copies."""
+    parts: list[str] = []
+    rels = [*_STAMPED, *(TABLES[t.source].path for t in LAKE_TABLES.values() if t.source)]
+    for rel in rels:
+        try:
+            st = (bundle / rel).stat()
+        except OSError:
+            continue
+        parts.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _date(row: dict[str, Any], session: Session) -> str:
+    """The UTC date partition: of ``created_utc``; else of the session id
+    (``YYYYMMDD_...``); else of ``session.json``'s modification time."""
+    created = row.get("created")
+    if isinstance(created, datetime):
+        return created.astimezone(timezone.utc).date().isoformat()
+    m = re.match(r"^(\d{4})(\d{2})(\d{2})_", session.session_id)
+    if m:
+        with contextlib.suppress(ValueError):
+            return datetime(int(m[1]), int(m[2]), int(m[3])).date().isoformat()
+    mtime = (session.path / SESSION_FILE).stat().st_mtime
+    return datetime.fromtimestamp(mtime, timezone.utc).date().isoformat()
+
+
+def _sources(session: Session) -> list[tuple[str, Path]]:
+    """``(lake table, file)`` of each bundle table the session has, its schema checked (a
+    column of the wrong type rejects the session before any of its rows is staged)."""
+    out = []
+    for name, lt in LAKE_TABLES.items():
+        if lt.source is None:
+            continue
+        spec = TABLES[lt.source]
+        path = session.path / spec.path
+        if not path.is_file():
+            continue
+        try:
+            spec.conform(pq.read_schema(path).empty_table())
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise BundleError(f"{path}: unreadable Parquet ({exc})") from exc
+        out.append((name, path))
+    return out
+
+
+def _stream(session: Session, name: str, path: Path) -> Iterator[pa.Table]:
+    """The rows of one bundle table with their ``session_id``, FLUSH_ROWS at a time."""
+    lt = LAKE_TABLES[name]
+    assert lt.source is not None
+    spec = TABLES[lt.source]
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=FLUSH_ROWS):
+            table = spec.conform(pa.Table.from_batches([batch]))
+            ids = pa.array([session.session_id] * table.num_rows, pa.string())
+            yield table.add_column(0, "session_id", ids).cast(lt.schema)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise BundleError(f"{path}: unreadable Parquet ({exc})") from exc
+
+
+_POINT_FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "output_tokens_per_s",
+                  "failed_fraction")  # fmt: skip
+
+
+def _serving_points(session: Session) -> pa.Table | None:
+    """The serving session's load points (``aaco history``'s serving rows)."""
+    if not serving.is_serving(session):
+        return None
+    rows = [
+        {
+            "session_id": session.session_id,
+            "point": r["point"],
+            "series": series,
+            "load": r["load"],
+            "requests": r["requests"],
+            **{k: r[k] for k in _POINT_FIGURES},
+        }
+        for series, r in serving_rows(session)
+    ]
+    return pa.Table.from_pylist(rows, schema=LAKE_TABLES["serving_points"].schema)
+
+
+# -- a batch -------------------------------------------------------------------------------
+
+
+class _Batch:
+    """The files of one batch being written under staging."""
+
+    def __init__(self, lake: Path) -> None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        self.id = f"{stamp}-{secrets.token_hex(3)}"
+        self.lake = lake
+        self.staged = lake / STAGING / self.id
+        self.staged.mkdir(parents=True)
+        self.part = f"part-{self.id}.parquet"
+        self._writers: dict[Path, pq.ParquetWriter] = {}
+        self._buffers: dict[Path, list[pa.Table]] = {}
+        self._buffered: dict[Path, int] = {}
+        self._schemas: dict[Path, pa.Schema] = {}
+        self.sessions: dict[Path, list[dict[str, Any]]] = {}
+        self.replace: dict[str, list[str]] = {}
+        #: sessions whose rows are partly staged (a table failed mid-way): dropped at commit
+        self.drop: set[str] = set()
+        self.count = 0
+        self.rows: dict[str, int] = {}
+
+    def _rel(self, table: str, part: tuple[str, str, str]) -> Path:
+        return partition_dir(Path(), table, *part) / self.part
+
+    def add(self, table: str, part: tuple[str, str, str], rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        rel = self._rel(table, part)
+        self._schemas[rel] = rows.schema
+        self._buffers.setdefault(rel, []).append(rows)
+        self._buffered[rel] = self._buffered.get(rel, 0) + rows.num_rows
+        self.rows[table] = self.rows.get(table, 0) + rows.num_rows
+        if self._buffered[rel] >= FLUSH_ROWS:
+            self._flush(rel)
+
+    def _flush(self, rel: Path) -> None:
+        buffered = self._buffers.pop(rel, [])
+        self._buffered.pop(rel, None)
+        if not buffered:
+            return
+        writer = self._writers.get(rel)
+        if writer is None:
+            path = self.staged / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer = pq.ParquetWriter(path, self._schemas[rel], compression="zstd")
+            self._writers[rel] = writer
+        writer.write_table(pa.concat_tables(buffered))
+
+    def commit(self) -> list[Path]:
+        """Write the sessions files and the commit record; the files, sessions last."""
+        for rel in list(self._buffers):
+            self._flush(rel)
+        for w in self._writers.values():
+            w.close()
+        files = sorted(self._writers)
+        if self.drop:
+            for rel in files:
+                _rewrite_without(self.staged / rel, self.drop)
+            files = [rel for rel in files if (self.staged / rel).is_file()]
+        schema = LAKE_TABLES["sessions"].schema
+        sessions: list[Path] = []
+        for part_dir, rows in sorted(self.sessions.items()):
+            rel = part_dir / self.part
+            path = self.staged / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
+            sessions.append(rel)
+        self.rows["sessions"] = self.count
+        record = {
+            "batch": self.id,
+            "files": [str(p) for p in [*files, *sessions]],
+            "replace": self.replace,
+        }
+        atomic_write_json(self.staged / _COMMIT, record)
+        return [*files, *sessions]
+
+    def discard(self) -> None:
+        for w in self._writers.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        shutil.rmtree(self.staged, ignore_errors=True)
+
+
+def export_lake(
+    root: Path,
+    lake: Path,
+    *,
+    batch_sessions: int = BATCH_SESSIONS,
+    progress: Callable[[int], None] | None = None,
+) -> ExportResult:
+    """Export every finished session under ``root`` that the lake lacks, or holds in an
+    older state, into ``lake`` (created when new); see the module's docstring."""
+    if batch_sessions < 1:
+        raise UsageError("batch_sessions must be at least 1")
+    if not root.is_dir():
+        raise InputError(f"{root}: no such sessions root")
+    started = time.perf_counter()
+    open_lake(lake, create=True)
+    result = ExportResult(lake=lake)
+    with _locked(lake):
+        result.recovered = recover(lake)
+        known = _exported(lake)
+        seen: set[str] = set()
+        batch: _Batch | None = None
+        try:
+            for bundle in iter_sessions(root):
+                try:
+                    session = Session.load(bundle)
+                    sid = session.session_id
+                    if sid in seen:
+                        result.unreadable.append(
+                            (str(bundle), f"a second bundle named {sid} (the first is exported)")
+                        )
+                        continue
+                    seen.add(sid)
+                    if session.status == "running":
+                        result.running += 1
+                        continue
+                    stamp = source_stamp(session.path)
+                    old = known.get(sid)
+                    if old is not None and old[0] == stamp:
+                        result.unchanged += 1
+                        continue
+                    if batch is None:
+                        batch = _Batch(lake)
+                    _add_session(batch, session, stamp)
+                except BundleError as exc:
+                    result.unreadable.append((str(bundle), str(exc)))
+                    continue
+                if old is not None:
+                    batch.replace.setdefault(old[1], []).append(sid)
+                    result.replaced += 1
+                else:
+                    result.added += 1
+                if progress is not None:
+                    progress(result.added + result.replaced)
+                if batch.count >= batch_sessions:
+                    _commit(batch, result)
+                    batch = None
+            if batch is not None:
+                _commit(batch, result)
+                batch = None
+        finally:
+            if batch is not None:  # interrupted before its commit record: nothing of it stays
+                batch.discard()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _add_session(batch: _Batch, session: Session, stamp: str) -> None:
+    """Stage one session's rows (its tables first; its sessions row is kept for the end).
+
+    What can reject a session (its summary, its tables' schemas, its serving points) is
+    read before any of its rows is staged; a table that fails later, mid-way, has the rows
+    already staged dropped when the batch is committed."""
+    row = fleet_row(session)
+    part = (row["vendor"], row["arch"], partition_value(_date(row, session)))
+    sources = _sources(session)
+    points = _serving_points(session)
+    try:
+        for name, path in sources:
+            for rows in _stream(session, name, path):
+                batch.add(name, part, rows)
+    except BundleError:
+        batch.drop.add(session.session_id)
+        raise
+    if points is not None:
+        batch.add("serving_points", part, points)
+    row.update(source_stamp=stamp, exported_utc=utc_now_iso(), lake_batch=batch.id)
+    for key in PARTITION_KEYS:
+        row.pop(key, None)
+    batch.sessions.setdefault(partition_dir(Path(), "sessions", *part), []).append(row)
+    batch.count += 1
+
+
+def _commit(batch: _Batch, result: ExportResult) -> None:
+    batch.commit()
+    _apply(batch.lake, batch.staged)
+    result.batches.append(batch.id)
+    for name, n in batch.rows.items():
+        result.rows[name] = result.rows.get(name, 0) + n

@@ -1,0 +1,173 @@
+"""``aaco query``: SQL (DuckDB) over a lake, or directly over a sessions root.
+
+Over a lake, each table of :data:`aaco.lake.layout.LAKE_TABLES` is a view over its
+Hive-partitioned files; the partition keys ``vendor``, ``arch`` and ``date`` are columns of
+``sessions`` only (in every table they would make ``JOIN sessions USING (session_id) WHERE
+vendor = ...`` ambiguous), so a filter on them is written against ``sessions``. Over a
+sessions root, the same names are views over the bundles' own Parquet files (no copy), each
+with its ``session_id``, and ``sessions`` is the bundles' summary rows
+(:func:`aaco.lake.rows.fleet_row`, with ``date``); only the tables the SQL names are built,
+so a query of one table does not read every bundle's summary.
+
+Example::
+
+    con = connect(Path("lake"))
+    con.sql("SELECT model, quantile_cont(latency_ms, 0.99) FROM iterations "
+            "JOIN sessions USING (session_id) WHERE vendor = 'amd' GROUP BY ALL").arrow()
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from aaco.errors import BundleError, InputError, UsageError
+from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS
+from aaco.lake.rows import FLEET_SCHEMA, fleet_row
+from aaco.session.bundle import Session, iter_sessions
+from aaco.session.schema import TABLES
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["FORMATS", "connect", "is_lake", "run_query"]
+
+FORMATS = ("table", "json", "csv", "parquet")
+_HIVE_TYPES = "{'vendor': VARCHAR, 'arch': VARCHAR, 'date': DATE}"
+
+
+def is_lake(path: Path) -> bool:
+    """``path`` is a lake (it has ``_lake.json``) rather than a sessions root."""
+    return (path / LAKE_FILE).is_file()
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb
+    except ImportError:  # pragma: no cover - a core dependency
+        raise UsageError("aaco query needs DuckDB: pip install duckdb") from None
+    return duckdb
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _named(sql: str | None) -> set[str]:
+    """The lake tables ``sql`` names (all when ``sql`` is None or names none)."""
+    if sql is None:
+        return set(LAKE_TABLES)
+    names = {t for t in LAKE_TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)}
+    return names or set(LAKE_TABLES)
+
+
+def _empty(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema) -> None:
+    con.register(f"_empty_{name}", schema.empty_table())
+    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_empty_{name}"')
+
+
+def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path) -> None:
+    from aaco.lake.export import open_lake
+
+    open_lake(lake, create=False)
+    for name, t in LAKE_TABLES.items():
+        # the partition keys are columns of sessions only: in every table they would make
+        # `JOIN sessions USING (session_id) WHERE vendor = ...` ambiguous
+        sessions = name == "sessions"
+        parts = [pa.field(k, pa.date32() if k == "date" else pa.string()) for k in PARTITION_KEYS]
+        if not any(t.folder(lake).rglob("*.parquet")):
+            _empty(con, name, pa.schema([*t.schema, *(parts if sessions else [])]))
+            continue
+        keep = "*" if sessions else f"* EXCLUDE ({', '.join(PARTITION_KEYS)})"
+        con.execute(
+            f'CREATE VIEW "{name}" AS SELECT {keep} FROM read_parquet({_quote(t.glob(lake))}, '
+            f"hive_partitioning = true, union_by_name = true, hive_types = {_HIVE_TYPES})"
+        )
+
+
+def _folder_views(con: duckdb.DuckDBPyConnection, root: Path, names: set[str]) -> None:
+    bundles = list(iter_sessions(root))
+    for name in sorted(names):
+        t = LAKE_TABLES[name]
+        if name == "sessions":
+            rows = []
+            for b in bundles:
+                try:
+                    row = fleet_row(Session.load(b))
+                except BundleError:
+                    continue  # `aaco ls` lists it as unreadable; a query has no row for it
+                created = row.get("created")
+                row["date"] = created.date() if created is not None else None
+                rows.append(row)
+            schema = pa.schema([*FLEET_SCHEMA, pa.field("date", pa.date32())])
+            con.register("_sessions_rows", pa.Table.from_pylist(rows, schema=schema))
+            con.execute('CREATE VIEW "sessions" AS SELECT * FROM "_sessions_rows"')
+            continue
+        if t.source is None:  # serving_points: built by the export only
+            _serving_points_view(con, bundles)
+            continue
+        rel = TABLES[t.source].path
+        files = [str(b / rel) for b in bundles if (b / rel).is_file()]
+        if not files:
+            _empty(con, name, t.schema)
+            continue
+        depth = rel.count("/") + 1
+        pattern = r"([^/]+)" + r"/[^/]+" * depth + "$"
+        listing = ", ".join(_quote(f) for f in files)
+        con.execute(
+            f'CREATE VIEW "{name}" AS SELECT regexp_extract(filename, {_quote(pattern)}, 1) '
+            f"AS session_id, * EXCLUDE (filename) FROM read_parquet([{listing}], "
+            "filename = true, union_by_name = true)"
+        )
+
+
+def _serving_points_view(con: duckdb.DuckDBPyConnection, bundles: list[Path]) -> None:
+    from aaco.lake.export import _serving_points
+
+    tables = []
+    for b in bundles:
+        try:
+            points = _serving_points(Session.load(b))
+        except (BundleError, UsageError):
+            continue
+        if points is not None:
+            tables.append(points)
+    schema = LAKE_TABLES["serving_points"].schema
+    con.register("_serving_points", pa.concat_tables(tables) if tables else schema.empty_table())
+    con.execute('CREATE VIEW "serving_points" AS SELECT * FROM "_serving_points"')
+
+
+def connect(source: Path, sql: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the lake's tables as views over ``source`` (a
+    lake or a sessions root); over a sessions root, only the tables ``sql`` names."""
+    if not source.is_dir():
+        raise InputError(f"{source}: no such lake or sessions root")
+    con = _duckdb().connect(":memory:")
+    if is_lake(source):
+        _lake_views(con, source)
+    else:
+        _folder_views(con, source, _named(sql))
+    return con  # type: ignore[no-any-return]
+
+
+def run_query(source: Path, sql: str) -> pa.Table:
+    """The result of ``sql`` over ``source`` as an Arrow table; a SQL error is a
+    UsageError naming DuckDB's message."""
+    duckdb = _duckdb()
+    con = connect(source, sql)
+    try:
+        result = con.sql(sql)
+        if result is None:
+            return pa.table({})
+        # to_arrow_table() is DuckDB 1.4's name; arrow() returned the table before it
+        fetch = getattr(result, "to_arrow_table", None) or result.arrow
+        table: pa.Table = fetch()
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"query failed: {first}") from None
+    finally:
+        con.close()
+    return table

@@ -1,0 +1,234 @@
+"""One summary row per session for the fleet: what ran (model, hashes, settings), where
+(vendor, architecture, device, driver, host, software versions) and how fast (headline
+figures), flat and typed for a Parquet table.
+
+The row extends :func:`aaco.session.catalog.session_row` (``aaco ls``'s row) with the
+metadata registry's keys (:mod:`aaco.session.metadata`) and the device the session ran on.
+``vendor`` is the accelerator the run used (``amd``, ``nvidia``, ``intel``) or ``cpu``;
+``arch`` is that GPU's architecture (``gfx942``, ``sm_90``; its name's slug when unknown) or
+the CPU's (``x86_64``); both are never empty, so they can key Hive partitions (``unknown``
+when not known).
+
+Example::
+
+    row = fleet_row(Session.load("sessions/latest"))
+    row["vendor"], row["arch"], row["p99_ms"]       # "cpu", "x86_64", 12.3
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from aaco.session import metadata
+from aaco.session.bundle import Session
+from aaco.session.catalog import session_row
+from aaco.session.devices import env_gpu, normalize_vendor
+from aaco.session.fingerprint import hardware_fingerprint
+from aaco.session.paths import MODEL_META_FILE
+
+__all__ = ["FLEET_SCHEMA", "fleet_row", "partition_value", "rows_table"]
+
+#: providers (ONNX Runtime) and devices (torch) that put the run on a GPU
+_GPU_PROVIDER = re.compile(r"cuda|rocm|migraphx|tensorrt|hip|dml|openvino_gpu", re.IGNORECASE)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+#: the lake's ``sessions`` table: every column, its Arrow type, in order
+FLEET_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("created_utc", pa.string()),
+        ("created", pa.timestamp("us", tz="UTC")),
+        ("status", pa.string()),
+        ("kind", pa.string()),
+        ("tag", pa.string()),
+        ("model", pa.string()),
+        ("model_sha256", pa.string()),
+        ("model_source", pa.string()),
+        ("backend", pa.string()),
+        ("provider", pa.string()),
+        ("framework", pa.string()),
+        ("batch", pa.int64()),
+        ("threads", pa.int64()),
+        ("inputs", pa.string()),
+        ("preprocess", pa.string()),
+        ("torch_device", pa.string()),
+        ("compile", pa.bool_()),
+        ("profile_mode", pa.string()),
+        ("iterations_requested", pa.int64()),
+        ("warmup", pa.int64()),
+        ("settings", pa.string()),
+        ("vendor", pa.string()),
+        ("arch", pa.string()),
+        ("device", pa.string()),
+        ("device_key", pa.string()),
+        ("gpu_count", pa.int64()),
+        ("gpu_uuid", pa.string()),
+        ("gpu_index", pa.int64()),
+        ("driver", pa.string()),
+        ("hostname", pa.string()),
+        ("cpu_model", pa.string()),
+        ("cpu_arch", pa.string()),
+        ("logical_cores", pa.int64()),
+        ("memory_bytes", pa.int64()),
+        ("os_release", pa.string()),
+        ("python_version", pa.string()),
+        ("aaco_version", pa.string()),
+        ("onnxruntime_version", pa.string()),
+        ("torch_version", pa.string()),
+        ("packages", pa.string()),
+        ("fingerprint", pa.string()),
+        ("hardware_fingerprint", pa.string()),
+        ("p50_ms", pa.float64()),
+        ("p90_ms", pa.float64()),
+        ("p99_ms", pa.float64()),
+        ("iterations", pa.int64()),
+        ("throughput", pa.float64()),
+        ("iterations_per_s", pa.float64()),
+        ("ttft_p50_ms", pa.float64()),
+        ("ttft_p99_ms", pa.float64()),
+        ("output_tokens_per_s", pa.float64()),
+        ("source_path", pa.string()),
+    ]
+)
+
+
+def partition_value(value: Any) -> str:
+    """``value`` as a Hive partition value: path-safe (``/``, ``=`` and spaces replaced),
+    never empty (``unknown``)."""
+    text = _UNSAFE.sub("_", str(value)).strip("_.") if value is not None else ""
+    return text[:64] or "unknown"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def _created(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def on_gpu(meta: Mapping[str, Any]) -> bool:
+    """The run used a GPU: its provider (ONNX Runtime) or device (torch) is one."""
+    provider = metadata.get(meta, "backend.provider")
+    device = metadata.get(meta, "run.device")
+    return any(isinstance(v, str) and bool(_GPU_PROVIDER.search(v)) for v in (provider, device))
+
+
+def fleet_row(session: Session) -> dict[str, Any]:
+    """The session's row of the lake's ``sessions`` table (:data:`FLEET_SCHEMA`'s columns);
+    a value the bundle does not record is None."""
+    meta, env = session.meta, session.env or {}
+    base = session_row(session)
+    get = metadata.get
+    model_meta = session.json_file(MODEL_META_FILE)
+    model_meta = model_meta if isinstance(model_meta, dict) else {}
+    cpu_env = env.get("cpu")
+    cpu: dict[str, Any] = cpu_env if isinstance(cpu_env, dict) else {}
+    gpus = [
+        d
+        for d in ((env.get("gpus") or {}).get("devices") or [] if isinstance(env, dict) else [])
+        if isinstance(d, Mapping)
+    ]
+    packages = get(meta, "env.packages", env)
+    packages = packages if isinstance(packages, dict) else {}
+    gpu = env_gpu(env) if on_gpu(meta) else None
+    pick: Mapping[str, Any] = {}
+    if gpu is not None:
+        pick = next((d for d in gpus if d.get("index") == 0), gpus[0] if gpus else {})
+        vendor = normalize_vendor(gpu.vendor) or "unknown"
+        arch = gpu.arch or gpu.entry or gpu.name
+        device: str | None = gpu.name
+        key: str | None = gpu.key
+    elif on_gpu(meta):  # a GPU run whose GPU the environment did not name
+        vendor, arch, device, key = "unknown", None, None, None
+    else:
+        vendor, arch, key = "cpu", _str(cpu.get("architecture")), None
+        device = _str(cpu.get("model"))
+    created = get(meta, "created_utc")
+    return {
+        "session_id": session.session_id,
+        "created_utc": _str(created),
+        "created": _created(created),
+        "status": session.status,
+        "kind": _str(get(meta, "kind")) or "run",
+        "tag": _str(get(meta, "tag")),
+        "model": _str(get(meta, "model.name")),
+        "model_sha256": _str(model_meta.get("sha256")),
+        "model_source": _str((meta.get("model") or {}).get("source")),
+        "backend": _str(get(meta, "backend.name")),
+        "provider": _str(get(meta, "backend.provider")),
+        "framework": _str(get(meta, "run.framework")),
+        "batch": _int(get(meta, "run.batch")),
+        "threads": _int(get(meta, "run.threads")),
+        "inputs": _json(get(meta, "run.inputs")),
+        "preprocess": _str(get(meta, "run.preprocess")),
+        "torch_device": _str(get(meta, "run.device")),
+        "compile": v if isinstance(v := get(meta, "run.compile"), bool) else None,
+        "profile_mode": _str(get(meta, "run.profile_mode")),
+        "iterations_requested": _int((meta.get("run") or {}).get("iterations")),
+        "warmup": _int((meta.get("run") or {}).get("warmup")),
+        "settings": _str(base.get("settings")),
+        "vendor": partition_value(vendor),
+        "arch": partition_value(arch),
+        "device": device,
+        "device_key": key,
+        "gpu_count": len(gpus) if env else None,
+        "gpu_uuid": _str(pick.get("uuid")),
+        "gpu_index": _int(pick.get("index")),
+        "driver": _str(pick.get("driver")),
+        "hostname": _str(get(meta, "env.hostname", env)),
+        "cpu_model": _str(cpu.get("model")),
+        "cpu_arch": _str(cpu.get("architecture")),
+        "logical_cores": _int(cpu.get("logical_cores")),
+        "memory_bytes": _int(get(meta, "env.memory.total_bytes", env)),
+        "os_release": _str(get(meta, "env.os.release", env)),
+        "python_version": _str(get(meta, "env.python.version", env)),
+        "aaco_version": _str(meta.get("aaco_version")) or _str(packages.get("aaco")),
+        "onnxruntime_version": _str(get(meta, "env.onnxruntime.version", env))
+        or _str(packages.get("onnxruntime")),
+        "torch_version": _str(packages.get("torch")),
+        "packages": _json(packages) if packages else None,
+        "fingerprint": _str(base.get("fingerprint")),
+        "hardware_fingerprint": hardware_fingerprint(env) if env else None,
+        "p50_ms": _float(base.get("p50_ms")),
+        "p90_ms": _float(base.get("p90_ms")),
+        "p99_ms": _float(base.get("p99_ms")),
+        "iterations": _int(base.get("iterations")),
+        "throughput": _float(base.get("throughput")),
+        "iterations_per_s": _float(base.get("iterations_per_s")),
+        "ttft_p50_ms": _float(base.get("ttft_p50_ms")),
+        "ttft_p99_ms": _float(base.get("ttft_p99_ms")),
+        "output_tokens_per_s": _float(base.get("output_tokens_per_s")),
+        "source_path": str(session.path),
+    }
+
+
+def rows_table(rows: list[dict[str, Any]], schema: pa.Schema = FLEET_SCHEMA) -> pa.Table:
+    """``rows`` (dicts with ``schema``'s columns) as an Arrow table of ``schema``."""
+    return pa.Table.from_pylist(rows, schema=schema)
