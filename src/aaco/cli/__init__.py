@@ -87,7 +87,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "A lake of sessions: Hive-partitioned Parquet that DuckDB, Polars...",
     ),
     "query": (
-        "aaco.cli.lake", "query", "Run SQL (DuckDB) over a lake or a sessions root. Tables:...",
+        "aaco.cli.lake", "query", "Run SQL (DuckDB) over a lake or a sessions root.",
+    ),
+    "sweep": (
+        "aaco.cli.sweep", "sweep",
+        "Run a matrix of runs (models x backends x batch x threads x any...",
     ),
     "diff": ("aaco.cli.diff", "diff", "Did SESSION regress against BASELINE? Writes..."),
     "models": ("aaco.cli.models", "models_app", "Built-in and registered models."),

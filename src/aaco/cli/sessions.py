@@ -82,7 +82,7 @@ def history(
     if not 0 < max_p < 1:
         raise UsageError("--max-p must lie in (0, 1)")
     if lake is not None:
-        from aaco.lake.export import open_lake  # lazy: duckdb, pyarrow
+        from aaco.lake.layout import open_lake  # lazy: pyarrow
         from aaco.lake.read import history_rows
 
         open_lake(lake, create=False)

@@ -41,17 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aaco import __version__
 from aaco.errors import BundleError, InputError, UsageError
-from aaco.lake.layout import (
-    LAKE_FILE,
-    LAKE_FORMAT,
-    LAKE_TABLES,
-    LAKE_VERSION,
-    PARTITION_KEYS,
-    STAGING,
-    partition_dir,
-)
+from aaco.lake.layout import LAKE_TABLES, PARTITION_KEYS, STAGING, open_lake, partition_dir
 from aaco.lake.rows import fleet_row, partition_value
 from aaco.regress import serving
 from aaco.regress.history import serving_rows
@@ -113,40 +104,6 @@ class ExportResult:
 
 
 # -- the lake folder ------------------------------------------------------------------------
-
-
-def open_lake(lake: Path, *, create: bool) -> dict[str, Any]:
-    """The lake's ``_lake.json`` (written when ``create`` and the folder is new or empty);
-    InputError when ``lake`` is not a lake this AACO reads."""
-    meta_file = lake / LAKE_FILE
-    if meta_file.is_file():
-        try:
-            meta = json.loads(meta_file.read_text())
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{meta_file}: unreadable ({exc})") from None
-        if not isinstance(meta, dict) or meta.get("format") != LAKE_FORMAT:
-            raise InputError(f"{lake}: {LAKE_FILE} does not describe an AACO lake")
-        if meta.get("version") != LAKE_VERSION:
-            raise InputError(
-                f"{lake}: lake version {meta.get('version')} is not supported "
-                f"(this AACO reads version {LAKE_VERSION})"
-            )
-        return meta
-    if not create:
-        raise InputError(f"{lake}: not an AACO lake (no {LAKE_FILE}); `aaco lake export` makes one")
-    if lake.exists() and (not lake.is_dir() or any(lake.iterdir())):
-        raise InputError(f"{lake}: exists and is not an AACO lake; give an empty or new folder")
-    lake.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "format": LAKE_FORMAT,
-        "version": LAKE_VERSION,
-        "created_utc": utc_now_iso(),
-        "created_by": f"aaco {__version__}",
-        "partition_keys": list(PARTITION_KEYS),
-        "tables": {name: {"doc": t.doc, "source": t.source} for name, t in LAKE_TABLES.items()},
-    }
-    atomic_write_json(meta_file, meta)
-    return meta
 
 
 @contextlib.contextmanager

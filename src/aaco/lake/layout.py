@@ -21,12 +21,17 @@ Format history (``_lake.json`` ``version``):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
+from aaco import __version__
+from aaco.errors import InputError
 from aaco.lake.rows import FLEET_SCHEMA
+from aaco.session.bundle import atomic_write_json, utc_now_iso
 from aaco.session.schema import TABLES
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "SERVING_POINTS_SCHEMA",
     "STAGING",
     "LakeTable",
+    "open_lake",
 ]
 
 LAKE_FILE = "_lake.json"
@@ -121,3 +127,37 @@ LAKE_TABLES: dict[str, LakeTable] = {
 def partition_dir(lake: Path, table: str, vendor: str, arch: str, date: str) -> Path:
     """The folder of one partition of ``table``."""
     return lake / table / f"vendor={vendor}" / f"arch={arch}" / f"date={date}"
+
+
+def open_lake(lake: Path, *, create: bool) -> dict[str, Any]:
+    """The lake's ``_lake.json`` (written when ``create`` and the folder is new or empty);
+    InputError when ``lake`` is not a lake this AACO reads."""
+    meta_file = lake / LAKE_FILE
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{meta_file}: unreadable ({exc})") from None
+        if not isinstance(meta, dict) or meta.get("format") != LAKE_FORMAT:
+            raise InputError(f"{lake}: {LAKE_FILE} does not describe an AACO lake")
+        if meta.get("version") != LAKE_VERSION:
+            raise InputError(
+                f"{lake}: lake version {meta.get('version')} is not supported "
+                f"(this AACO reads version {LAKE_VERSION})"
+            )
+        return meta
+    if not create:
+        raise InputError(f"{lake}: not an AACO lake (no {LAKE_FILE}); `aaco lake export` makes one")
+    if lake.exists() and (not lake.is_dir() or any(lake.iterdir())):
+        raise InputError(f"{lake}: exists and is not an AACO lake; give an empty or new folder")
+    lake.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": LAKE_FORMAT,
+        "version": LAKE_VERSION,
+        "created_utc": utc_now_iso(),
+        "created_by": f"aaco {__version__}",
+        "partition_keys": list(PARTITION_KEYS),
+        "tables": {name: {"doc": t.doc, "source": t.source} for name, t in LAKE_TABLES.items()},
+    }
+    atomic_write_json(meta_file, meta)
+    return meta

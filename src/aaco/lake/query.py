@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from aaco.errors import BundleError, InputError, UsageError
-from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS
+from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS, open_lake
 from aaco.lake.rows import FLEET_SCHEMA, fleet_row
 from aaco.session.bundle import Session, iter_sessions
 from aaco.session.schema import TABLES
@@ -70,8 +70,6 @@ def _empty(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema) -> None
 
 
 def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path) -> None:
-    from aaco.lake.export import open_lake
-
     open_lake(lake, create=False)
     for name, t in LAKE_TABLES.items():
         # the partition keys are columns of sessions only: in every table they would make
@@ -81,10 +79,13 @@ def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path) -> None:
         if not any(t.folder(lake).rglob("*.parquet")):
             _empty(con, name, pa.schema([*t.schema, *(parts if sessions else [])]))
             continue
+        # every file of a table has its schema (the lake's version fixes it; open_lake
+        # refuses another version), so no union_by_name, which reads every file's footer
+        # before the query starts (0.2 s of a 1 000-session lake)
         keep = "*" if sessions else f"* EXCLUDE ({', '.join(PARTITION_KEYS)})"
         con.execute(
             f'CREATE VIEW "{name}" AS SELECT {keep} FROM read_parquet({_quote(t.glob(lake))}, '
-            f"hive_partitioning = true, union_by_name = true, hive_types = {_HIVE_TYPES})"
+            f"hive_partitioning = true, hive_types = {_HIVE_TYPES})"
         )
 
 

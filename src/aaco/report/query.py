@@ -16,7 +16,7 @@ from rich.table import Table
 
 from aaco.report.text import render_text
 
-__all__ = ["render_csv", "render_export", "render_json", "render_table"]
+__all__ = ["render_csv", "render_export", "render_json", "render_sweep", "render_table"]
 
 #: rows a terminal table shows (the rest are counted); json/csv/parquet have them all
 TABLE_ROWS = 1000
@@ -99,4 +99,34 @@ def render_export(result: dict[str, Any]) -> str:
         )
     for u in result.get("unreadable") or []:
         lines.append(f"skipped {u['bundle']}: {u['error']}")
+    return "\n".join(lines)
+
+
+def render_sweep(
+    result: dict[str, Any], table: pa.Table, width: int = 110, color: bool = False
+) -> str:
+    """``aaco sweep``'s result: its results ``table`` (one row per point, as
+    ``results.parquet``), and where it all went."""
+    keep = [
+        c
+        for c in (
+            "point",
+            *result["option_keys"],
+            "status",
+            "attempts",
+            "p50_ms",
+            "p99_ms",
+            "throughput",
+            "session_id",
+            "error",
+        )
+        if c in table.column_names
+    ]
+    lines = [render_table(table.select(keep), width=width, color=color)]
+    lines.append(
+        f"sweep {result['name']} ({result['executor']}): {result['completed']} completed, "
+        f"{result['failed']} failed in {result['seconds']:.1f} s; record in {result['folder']}"
+    )
+    if result.get("lake"):
+        lines.append(render_export(result["lake"]))
     return "\n".join(lines)

@@ -274,7 +274,7 @@ def create_app(root: Path, token: str | None = None, lake: Path | None = None) -
     With ``lake`` (:mod:`aaco.lake`), the listing and the history are the lake's, every
     machine's; a session's own pages still need its bundle under ``root``."""
     if lake is not None:
-        from aaco.lake.export import open_lake  # lazy: pyarrow
+        from aaco.lake.layout import open_lake  # lazy: pyarrow
 
         open_lake(lake, create=False)
     as_given = Path(os.path.abspath(root))
