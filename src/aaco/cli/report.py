@@ -20,6 +20,7 @@ from aaco.cli._common import (
     session_option,
     session_path,
     sessions_option,
+    sessions_root,
     width,
 )
 from aaco.errors import InputError, UsageError
@@ -240,3 +241,117 @@ def export_perfetto(session: str, output: Path, sessions: Path | None) -> None:
     _write(output, data)
     size = output.stat().st_size
     sys.stderr.write(f"wrote {output} ({size / 1e6:.1f} MB); open it in ui.perfetto.dev\n")
+
+
+def _bundle_rows(root: Path) -> tuple[list[dict[str, Any]], int]:
+    """The fleet rows of the bundles under ``root`` and how many could not be read (one
+    malformed bundle must not stop the export of the others)."""
+    # lazy: the row builder reads the metadata registry and the device tables
+    from aaco.errors import BundleError
+    from aaco.lake.rows import fleet_row
+    from aaco.session.bundle import iter_sessions
+
+    if not root.is_dir():
+        raise InputError(f"{root}: no such sessions root")
+    rows: list[dict[str, Any]] = []
+    skipped = 0
+    for path in iter_sessions(root):
+        try:
+            rows.append(fleet_row(Session.load(path)))
+        except BundleError:
+            skipped += 1
+    return rows, skipped
+
+
+@export_app.command("prometheus")
+@sessions_option("Sessions root to read (default: $AACO_SESSIONS, else ./sessions).")
+@click.option(
+    "--lake",
+    type=click.Path(path_type=Path),
+    help="Read the sessions table of this lake (aaco lake) instead of a sessions root.",
+)
+@click.option(
+    "--textfile",
+    type=click.Path(path_type=Path),
+    help="Write atomically to this file for node_exporter's textfile collector "
+    "(--collector.textfile.directory); must end in .prom.",
+)
+@click.option(
+    "--push",
+    "push_url",
+    metavar="URL",
+    help="Push to this Pushgateway, replacing the metrics of the job's group (HTTP PUT).",
+)
+@click.option("--job", default="aaco", show_default=True, help="Pushgateway job (with --push).")
+@click.option(
+    "--instance",
+    help="Pushgateway grouping key 'instance' (with --push; default: this host's name).",
+)
+@click.option("--model", help="Only sessions of this model.")
+@click.option("--backend", help="Only sessions of this backend.")
+def export_prometheus(
+    sessions: Path | None,
+    lake: Path | None,
+    textfile: Path | None,
+    push_url: str | None,
+    job: str,
+    instance: str | None,
+    model: str | None,
+    backend: str | None,
+) -> None:
+    """Session results as Prometheus metrics, labelled like dcgm-exporter's and AMD
+    device-metrics-exporter's GPU metrics (see docs/prometheus.md).
+
+    Exports the newest completed session of each configuration (model, backend, batch,
+    threads, settings, tag, host, GPU): latency quantiles and throughput in base units,
+    serving TTFT and tokens/s, the session's creation time and an info metric. Prints the
+    text to stdout unless --textfile or --push says where it goes.
+    """
+    # lazy: prometheus_client, and the row builders (pyarrow)
+    from aaco.lake import prometheus
+
+    ctx = click.get_current_context()
+    if push_url is None:
+        for name in ("job", "instance"):
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+                raise UsageError(f"--{name} needs --push")
+    if lake is not None and sessions is not None:
+        raise UsageError("--lake and --sessions are exclusive: read one or the other")
+    if textfile is not None and not textfile.name.endswith(".prom"):
+        raise UsageError(
+            f"--textfile {textfile}: must end in .prom (node_exporter reads only *.prom files)"
+        )
+    skipped = 0
+    if lake is not None:
+        # lazy: the lake reader imports duckdb
+        from aaco.lake.read import lake_rows
+
+        rows = lake_rows(lake)
+        source = str(lake)
+    else:
+        root = sessions_root(sessions)
+        rows, skipped = _bundle_rows(root)
+        source = str(root)
+    rows = [
+        r
+        for r in rows
+        if (model is None or r.get("model") == model)
+        and (backend is None or r.get("backend") == backend)
+    ]
+    if skipped:
+        sys.stderr.write(f"skipped {skipped} unreadable bundle(s) under {source}\n")
+    if textfile is None and push_url is None:
+        out(prometheus.render(rows))
+        return
+    if textfile is not None:
+        n = prometheus.write_textfile(textfile, rows)
+        sys.stderr.write(f"wrote {textfile}: {n} series from {len(rows)} session(s)\n")
+    if push_url is not None:
+        import socket
+
+        key = {"instance": instance if instance is not None else socket.gethostname()}
+        n = prometheus.push(rows, push_url, job=job, grouping_key=key)
+        sys.stderr.write(
+            f"pushed {n} series from {len(rows)} session(s) to {push_url} "
+            f"(job={job}, instance={key['instance']})\n"
+        )
