@@ -178,10 +178,13 @@ def test_fingerprint_mismatch_warns_loudly(regress_sessions: Sessions, tmp_path:
     env["fingerprint_fields"]["onnxruntime_version"] = "0.0.1"
     (b / "env.json").write_text(json.dumps(env))
     proc = aaco("diff", "-b", str(a), "-s", str(b), "--no-history")
-    assert "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT" in proc.stderr
+    # both copies of one real bundle: one machine, so the software is what differs
+    # (tests/regress/test_machines.py: other machines)
+    assert "DIFFERENT SOFTWARE ON THE SAME MACHINE" in proc.stderr
     assert "onnxruntime_version" in proc.stderr and "0.0.1" in proc.stderr
     verdict = json.loads((b / "regress" / "verdict.json").read_text())
-    assert verdict["warnings"][0].startswith("DIFFERENT HARDWARE")
+    assert verdict["warnings"][0].startswith("DIFFERENT SOFTWARE ON THE SAME MACHINE")
+    assert verdict["machines"]["same"] is True and "DIFFERENT MACHINES" not in proc.stderr
 
 
 def test_bad_inputs_get_one_line_errors(regress_sessions: Sessions, tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ REGRESSION = "REGRESSION"
 IMPROVEMENT = "IMPROVEMENT"
 NO_CHANGE = "NO CHANGE"
 INCONCLUSIVE = "INCONCLUSIVE"
+#: how a diff's warning about runs on different machines starts (the renderers' banner)
+DIFFERENT_MACHINES = "DIFFERENT MACHINES"
 
 #: quantiles that gate as well when either side is bimodal ("report quantile shifts")
 BIMODAL_GATES: tuple[str, ...] = ("p25", "p50", "p75")

@@ -56,13 +56,18 @@ from aaco.regress.common import (
     confidence_label,
     contention_reason,
     environment_differences,
+    environment_items,
     finite,
     fmt_diffs,
+    machine_cause,
+    machine_comparison,
+    machine_warnings,
     mib,
     num,
     sched_reason,
     sentinel_reason,
     severity,
+    software_warnings,
     verdict_p,
 )
 from aaco.regress.serving_diff import diff_serving
@@ -384,16 +389,26 @@ def _model_changes(baseline: Session, session: Session) -> dict[str, Any]:
     }
 
 
-def candidate_causes(evidence: dict[str, Any], latency_delta_ms: float) -> list[dict[str, Any]]:
-    """Causes the evidence supports, strongest first: each ``{cause, detail}``."""
+def candidate_causes(
+    evidence: dict[str, Any],
+    latency_delta_ms: float,
+    machines: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Causes the evidence supports, strongest first: each ``{cause, detail}``.
+
+    ``machines`` (:func:`aaco.regress.common.machine_comparison`): runs on different
+    machines make "different machine" the first cause, and take the hardware out of
+    "environment change"."""
     out: list[dict[str, Any]] = []
     env = evidence["environment"]
     sc = evidence["scalars"]
+    machine = None if machines is None else machine_cause(machines)
+    if machine is not None:
+        out.append(machine)
     if env["run"] or env["backend"]:
         items = [*env["run"], *env["backend"]]
         out.append({"cause": "configuration change", "detail": fmt_diffs(items)})
-    software = [*env["packages"], *env["fingerprint"], *env["env_vars"], *env["cpu_governors"]]
-    software += env["gpus"]
+    software = environment_items(env, machines)
     if software:
         out.append({"cause": "environment change", "detail": fmt_diffs(software)})
     model = evidence["model"]
@@ -735,20 +750,9 @@ def diff_sessions(
     warnings = list(comp.warnings)
     evidence = gather_evidence(baseline, session)
     env = evidence["environment"]
-    if not env["same_fingerprint"]:
-        what = fmt_diffs(env["fingerprint"], limit=6) or "fingerprints differ"
-        warnings.insert(
-            0,
-            "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT: the runs did not execute on the same "
-            f"machine and software ({what}); the difference may not be the code's",
-        )
+    machines = machine_comparison(bases, news)
     fps = {x.meta.get("fingerprint") for x in [*bases, *news]}
-    if env["same_fingerprint"] and len(fps) > 1:
-        warnings.insert(
-            0,
-            "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT among the runs of one side "
-            f"({', '.join(sorted(str(f) for f in fps))}); the difference may not be the code's",
-        )
+    warnings[:0] = software_warnings(env, machines, fps)
     ka, kb = config_key(baseline), config_key(session)
     if ka[1:] != kb[1:]:
         warnings.insert(0, f"different configuration: backend/batch {ka[1:]} vs {kb[1:]}")
@@ -775,8 +779,12 @@ def diff_sessions(
     if contention is not None:
         warnings.insert(0, contention)
         final = INCONCLUSIVE
+    # runs on different machines come first of all: the rest reads differently after it
+    warnings[:0] = machine_warnings(machines)
     causes = (
-        candidate_causes(evidence, median.session - median.baseline) if final != NO_CHANGE else []
+        candidate_causes(evidence, median.session - median.baseline, machines)
+        if final != NO_CHANGE
+        else []
     )
     suspected = causes[0]["cause"] if causes else None
     conf = confidence(comp)
@@ -829,6 +837,7 @@ def diff_sessions(
             "runs": [x.session_id for x in bases],
         },
         "session": {"session_id": session.session_id, "runs": [x.session_id for x in news]},
+        "machines": machines,
         "warnings": warnings,
         "exit_code": EXIT_CODES[final],
     }

@@ -46,11 +46,16 @@ from aaco.regress.common import (
     confidence_label,
     contention_reason,
     environment_differences,
+    environment_items,
     finite,
     fmt_diffs,
+    machine_cause,
+    machine_comparison,
+    machine_warnings,
     mib,
     num,
     severity,
+    software_warnings,
     verdict_p,
 )
 from aaco.report.regress import verdict_line
@@ -314,17 +319,23 @@ def _gpu_scalars(sa: dict[str, Any], sb: dict[str, Any]) -> dict[str, dict[str, 
 
 
 def _serving_causes(
-    evidence: dict[str, Any], family: Family, failures_rose: bool
+    evidence: dict[str, Any],
+    family: Family,
+    failures_rose: bool,
+    machines: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Causes the evidence supports, strongest first: each ``{cause, detail}``."""
+    """Causes the evidence supports, strongest first: each ``{cause, detail}``; runs on
+    different machines (``machines``) make "different machine" the first."""
     out: list[dict[str, Any]] = []
     env = evidence["environment"]
+    machine = None if machines is None else machine_cause(machines)
+    if machine is not None:
+        out.append(machine)
     settings = [d for d in evidence["settings"] if not d["key"].startswith(_SIZE_KEYS)]
     if settings or env["run"] or env["backend"]:
         items = [*settings, *env["run"], *env["backend"]]
         out.append({"cause": "configuration change", "detail": fmt_diffs(items)})
-    software = [*env["packages"], *env["fingerprint"], *env["env_vars"], *env["cpu_governors"]]
-    software += env["gpus"]
+    software = environment_items(env, machines)
     if software:
         out.append({"cause": "environment change", "detail": fmt_diffs(software)})
     if failures_rose:
@@ -802,13 +813,9 @@ def diff_serving(
         final = INCONCLUSIVE
     env = environment_differences(first_a, first_b)
     settings_diff = dict_differences(serving.settings(first_a, p0), serving.settings(first_b, pb0))
-    if not env["same_fingerprint"]:
-        what = fmt_diffs(env["fingerprint"], limit=6) or "fingerprints differ"
-        lead.insert(
-            0,
-            "DIFFERENT HARDWARE/SOFTWARE FINGERPRINT: the runs did not execute on the same "
-            f"machine and software ({what}); the difference may not be the code's",
-        )
+    machines = machine_comparison(bases, news)
+    fps = {x.meta.get("fingerprint") for x in [*bases, *news]}
+    lead[:0] = software_warnings(env, machines, fps)
     changed = [d for d in settings_diff if not d["key"].startswith(_SIZE_KEYS)]
     if changed:
         lead.insert(0, f"different configuration: {fmt_diffs(changed)}")
@@ -822,6 +829,8 @@ def diff_serving(
     if contention is not None:
         lead.insert(0, contention)
         final = INCONCLUSIVE
+    # runs on different machines come first of all: the rest reads differently after it
+    lead[:0] = machine_warnings(machines)
     warnings = lead + warnings
     for name, comp in family.comparisons.items():
         warnings += [f"{name}: {w}" for w in comp.warnings]
@@ -841,7 +850,9 @@ def diff_serving(
         "bottleneck": {"baseline": None, "session": None, "changed": False},
     }
     evidence["missing"] = sorted(k for k, v in evidence["scalars"].items() if v["delta"] is None)
-    causes = _serving_causes(evidence, family, failures.rose) if final != NO_CHANGE else []
+    causes = (
+        _serving_causes(evidence, family, failures.rose, machines) if final != NO_CHANGE else []
+    )
     suspected = causes[0]["cause"] if causes else None
     conf = _serving_confidence(family)
     label = confidence_label(conf)
@@ -899,6 +910,7 @@ def diff_serving(
             "runs": [x.session_id for x in bases],
         },
         "session": {"session_id": first_b.session_id, "runs": [x.session_id for x in news]},
+        "machines": machines,
         "warnings": warnings,
         "exit_code": EXIT_CODES[final],
     }

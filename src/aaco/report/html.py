@@ -58,6 +58,7 @@ from aaco.report.model import (
     ranked_op_aggregates,
     session_op_names,
 )
+from aaco.report.regress import banner_warnings
 from aaco.report.serving import (
     RequestSpan,
     fmt_short,
@@ -424,6 +425,8 @@ def _regression(diff: Any) -> dict[str, Any]:
     warnings = v.get("warnings") or []
     if not isinstance(warnings, list):
         raise ValueError("verdict.warnings is not a list")
+    # runs on different machines: a banner under the verdict, not one warning among many
+    banner, others = banner_warnings(warnings)
     if v.get("recommendation") is not None and not isinstance(v["recommendation"], str):
         raise ValueError("verdict.recommendation is not a string")
     evidence = diff.get("evidence") or {}
@@ -444,7 +447,8 @@ def _regression(diff: Any) -> dict[str, Any]:
         "median_delta_pct": v.get("median_delta_pct"),
         "welch_p_value": v.get("welch_p_value"),
         "causes": [(str(c.get("cause")), str(c.get("detail"))) for c in causes],
-        "warnings": [str(w) for w in warnings],
+        "banner": banner,
+        "warnings": others,
         "recommendation": v.get("recommendation"),
         "movers": [
             {

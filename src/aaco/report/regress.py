@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from aaco.analysis.compare import INCONCLUSIVE, REGRESSION
+from aaco.analysis.compare import DIFFERENT_MACHINES, INCONCLUSIVE, REGRESSION
 from aaco.report.terminal import ORT_NAME_WIDTH
 from aaco.report.text import fmt_ms
 
@@ -73,12 +73,38 @@ _STYLE = {
 }
 
 
+def banner_warnings(warnings: list[Any]) -> tuple[list[str], list[str]]:
+    """A diff's warnings split into the banner, shown right under the verdict line (runs
+    on different machines: ``DIFFERENT MACHINES ...``), and the others, in order."""
+    texts = [str(w) for w in warnings]
+    banner = [w for w in texts if w.startswith(DIFFERENT_MACHINES)]
+    return banner, [w for w in texts if not w.startswith(DIFFERENT_MACHINES)]
+
+
+def _banner(con: Console, banner: list[str]) -> None:
+    for w in banner:
+        con.print(f"[bold red]!! {escape(w)}[/]")
+
+
+def _md_banner(banner: list[str]) -> list[str]:
+    """The banner as Markdown quotes: ``> ⚠️ **DIFFERENT MACHINES**: ...``."""
+    out = []
+    for w in banner:
+        head, sep, rest = w.partition(":")
+        out += [f"> ⚠️ **{_md(head)}**{sep}{_md(rest)}", ""]
+    return out
+
+
 def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    """The terminal rendering of a diff: the verdict line first, then the banner of runs on
+    different machines, the context, the other warnings and the tables."""
     if diff.get("kind") == "serving":
         return render_serving_diff_terminal(diff, width, color)
     con, buf = _console(width, color)
     v = diff["verdict"]
+    banner, warnings = banner_warnings(v["warnings"])
     con.print(f"[{_STYLE.get(v['verdict'], 'bold')}]{escape(verdict_line(diff))}[/]")
+    _banner(con, banner)
     comp = diff["comparison"]
     floor = v["noise_floor_pct"]
     con.print(
@@ -88,7 +114,7 @@ def render_diff_terminal(diff: dict[str, Any], width: int = 110, color: bool = F
         f"{'unknown' if floor is None else format(floor, '.1f') + ' %'}); "
         f"Welch p={v['welch_p_value']:.2g} (for reference)"
     )
-    for w in v["warnings"]:
+    for w in warnings:
         con.print(f"[bold yellow]warning:[/] {escape(w)}")
     t = Table(title="latency (measured iterations)", title_justify="left")
     for col in (
@@ -186,12 +212,14 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
         return render_serving_diff_markdown(diff)
     v = diff["verdict"]
     comp = diff["comparison"]
+    banner, warnings = banner_warnings(v["warnings"])
     icon = {"REGRESSION": "🔴", "IMPROVEMENT": "🟢", "NO CHANGE": "⚪", "INCONCLUSIVE": "🟡"}[
         v["verdict"]
     ]
     lines = [
         f"### {icon} {_md(verdict_line(diff))}",
         "",
+        *_md_banner(banner),
         f"Baseline {_md(v['baseline']['name'] or v['baseline']['session_id'])} → session "
         f"{_md(v['session']['session_id'])}, margin ±{v['margin_pct']:.1f} %, "
         f"Welch p = {v['welch_p_value']:.2g} (reference only)",
@@ -221,7 +249,7 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
         lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")
     if v["recommendation"]:
         lines.append(f"- **recommendation**: {_md(v['recommendation'])}")
-    for w in v["warnings"]:
+    for w in warnings:
         lines.append(f"- ⚠️ {_md(w)}")
     known = [(k, x) for k, x in ev["scalars"].items() if x["delta"] is not None]
     if known:
@@ -349,9 +377,11 @@ def render_serving_diff_terminal(
     """The terminal rendering of a serving diff: verdict line first, then every metric."""
     con, buf = _console(width, color)
     v = diff["verdict"]
+    banner, warnings = banner_warnings(v["warnings"])
     con.print(f"[{_STYLE.get(v['verdict'], 'bold')}]{escape(verdict_line(diff))}[/]")
+    _banner(con, banner)
     con.print(escape(_serving_context(diff)))
-    for w in v["warnings"]:
+    for w in warnings:
         con.print(f"[bold yellow]warning:[/] {escape(w)}")
     t = Table(title="serving (measured phase, successful requests)", title_justify="left")
     for col in ("metric", "quantile", "baseline", "session", "delta", "95% CI", "gate"):
@@ -392,12 +422,14 @@ def _short(v: Any) -> str:
 def render_serving_diff_markdown(diff: dict[str, Any]) -> str:
     """A compact table of a serving diff for a pull-request comment."""
     v = diff["verdict"]
+    banner, warnings = banner_warnings(v["warnings"])
     icon = {"REGRESSION": "🔴", "IMPROVEMENT": "🟢", "NO CHANGE": "⚪", "INCONCLUSIVE": "🟡"}[
         v["verdict"]
     ]
     lines = [
         f"### {icon} {_md(verdict_line(diff))}",
         "",
+        *_md_banner(banner),
         _md(_serving_context(diff)),
         "",
         "| metric | quantile | baseline | session | delta | 95 % CI | gate |",
@@ -410,7 +442,7 @@ def render_serving_diff_markdown(diff: dict[str, Any]) -> str:
         lines.append(f"- **{_md(c['cause'])}**: {_md(c['detail'])}")
     if v["recommendation"]:
         lines.append(f"- **recommendation**: {_md(v['recommendation'])}")
-    for w in v["warnings"]:
+    for w in warnings:
         lines.append(f"- ⚠️ {_md(w)}")
     settings = diff["evidence"]["settings"]
     if settings:
@@ -420,6 +452,13 @@ def render_serving_diff_markdown(diff: dict[str, Any]) -> str:
                 f"| {_md(d['key'])} | {_md(_short(d['baseline']))} | {_md(_short(d['session']))} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _machine_label(group: dict[str, Any]) -> str:
+    """`` (host, device)`` of a history group read from a lake; empty otherwise."""
+    m = group.get("machine") or {}
+    parts = [str(m[k]) for k in ("hostname", "device") if m.get(k)]
+    return f" ({escape(', '.join(parts))})" if parts else ""
 
 
 def render_history_terminal(
@@ -442,7 +481,8 @@ def render_history_terminal(
         con.print(
             f"[bold]{escape(str(g['model']))}[/] on {escape(str(g['backend']))}, "
             f"batch {g['batch']}{', ' + settings if settings else ''}, "
-            f"fingerprint {escape(str(g['fingerprint']))}: {len(g['sessions'])} session(s)"
+            f"fingerprint {escape(str(g['fingerprint']))}{_machine_label(g)}: "
+            f"{len(g['sessions'])} session(s)"
         )
         t = Table()
         for col in (
@@ -499,7 +539,8 @@ def _serving_history_group(con: Console, g: dict[str, Any]) -> None:
         cp_at.setdefault(c["index"], []).append(c)
     con.print(
         f"[bold]{escape(str(g['model']))}[/] served by {escape(str(g['backend']))} at "
-        f"{escape(str(g['load']))}, fingerprint {escape(str(g['fingerprint']))}: "
+        f"{escape(str(g['load']))}, fingerprint {escape(str(g['fingerprint']))}"
+        f"{_machine_label(g)}: "
         f"{len(g['sessions'])} session(s)"
     )
     t = Table()
