@@ -264,3 +264,33 @@ def test_a_broken_ray_import_is_one_line(models: Path, tmp_path: Path) -> None:
         timeout=120,
     )
     assert_one_line_error(proc, 2, "Ray failed to import", "amdsmi")
+
+
+def test_llm_load_points_against_a_real_server(tmp_path: Path) -> None:
+    """A sweep of `aaco llm bench` concurrency points against an OpenAI-compatible server
+    started here: one serving bundle per point, their load points queryable."""
+    from aaco.testing.llm_server import Script, serve_in_thread
+
+    root = tmp_path / "sessions"
+    with serve_in_thread(Script(ttft=0.005, itl=0.001)) as url:
+        spec = {
+            "name": "llm",
+            "command": "llm bench",
+            "options": {"url": url, "requests": 6, "output-tokens": 8, "input-tokens": 16},
+            "matrix": {"concurrency": [1, 2]},
+        }
+        proc = aaco("sweep", str(_write(tmp_path / "s.yaml", spec)), "--sessions", str(root),
+                    "--json", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [p["status"] for p in result["points"]] == ["completed", "completed"]
+    rows = run_query(
+        root,
+        "SELECT s.tag, p.load, p.requests FROM serving_points p JOIN sessions s "
+        "USING (session_id) ORDER BY p.load",
+    ).to_pylist()
+    assert [(r["load"], r["requests"]) for r in rows] == [
+        ("concurrency=1", 6),
+        ("concurrency=2", 6),
+    ]
+    assert all(r["tag"].startswith("sweep:llm:p00") for r in rows)

@@ -377,3 +377,38 @@ def test_cli_history_from_the_lake(root: Path, tmp_path: Path) -> None:
     text = aaco("history", "--lake", str(lake))
     assert "NVIDIA H100 80GB HBM3" in text.stdout
     assert_one_line_error(aaco("history", "--lake", str(tmp_path)), 2, "not an AACO lake")
+
+
+FIXTURES = Path(__file__).parents[1] / "importers" / "fixtures"
+
+
+def test_imported_third_party_traces_land_in_their_gpus_partition(tmp_path: Path) -> None:
+    """Real traces recorded elsewhere (HTA's MI250 ROCm Kineto trace, a rocprofv3 kernel
+    trace, a CPU Kineto trace), imported: placed by the GPU the trace names, not by the
+    importing machine, with their kernels in the lake."""
+    root, lake = tmp_path / "sessions", tmp_path / "lake"
+    for f in (
+        FIXTURES / "kineto" / "hta_mi250_rocm6.2_train.json.gz",
+        FIXTURES / "rocprof" / "v3" / "gen2_kernel_trace.csv",
+        FIXTURES / "kineto" / "cpu_mlp.json.gz",
+    ):
+        proc = aaco("import", str(f), "-o", str(root), "--format", "none")
+        assert proc.returncode == 0, proc.stderr
+    result = export_lake(root, lake)
+    assert result.added == 3 and not result.unreadable
+    rows = _q(lake, "SELECT model, vendor, arch, hostname FROM sessions ORDER BY model")
+    assert rows == [
+        {"model": "cpu_mlp.json.gz", "vendor": "cpu", "arch": "unknown", "hostname": None},
+        {"model": "gen2_kernel_trace.csv", "vendor": "amd", "arch": "unknown", "hostname": None},
+        {
+            "model": "hta_mi250_rocm6.2_train.json.gz",
+            "vendor": "amd",
+            "arch": "gfx90a",
+            "hostname": None,
+        },
+    ]
+    for s in (Session.load(p) for p in iter_sessions(root)):
+        kernels = s.table("kernels")
+        n = _q(lake, f"SELECT count(*) AS n FROM kernels WHERE session_id = '{s.session_id}'")
+        assert n[0]["n"] == (0 if kernels is None else kernels.num_rows)
+    assert _q(lake, "SELECT count(*) AS n FROM kernels")[0]["n"] > 0

@@ -7,7 +7,10 @@ metadata registry's keys (:mod:`aaco.session.metadata`) and the device the sessi
 ``vendor`` is the accelerator the run used (``amd``, ``nvidia``, ``intel``) or ``cpu``;
 ``arch`` is that GPU's architecture (``gfx942``, ``sm_90``; its name's slug when unknown) or
 the CPU's (``x86_64``); both are never empty, so they can key Hive partitions (``unknown``
-when not known).
+when not known). An imported trace (``aaco import``) is placed by the GPU the trace names
+(rocprofv3 agent info, Kineto ``deviceProperties``), else by its tool or flavour
+(rocprofv3: ``amd``; a CUDA Kineto trace: ``nvidia``); an import has no env.json, so its
+host, CPU and software columns are unknown.
 
 Example::
 
@@ -28,9 +31,9 @@ import pyarrow as pa
 from aaco.session import metadata
 from aaco.session.bundle import Session
 from aaco.session.catalog import session_row
-from aaco.session.devices import env_gpu, normalize_vendor
+from aaco.session.devices import env_gpu, normalize_vendor, trace_gpus
 from aaco.session.fingerprint import hardware_fingerprint
-from aaco.session.paths import MODEL_META_FILE
+from aaco.session.paths import IMPORT_META_FILE, MODEL_META_FILE
 
 __all__ = ["FLEET_SCHEMA", "fleet_row", "partition_value", "rows_table"]
 
@@ -140,6 +143,35 @@ def on_gpu(meta: Mapping[str, Any]) -> bool:
     return any(isinstance(v, str) and bool(_GPU_PROVIDER.search(v)) for v in (provider, device))
 
 
+#: the vendor a trace tool or Kineto flavour implies when the trace names no GPU
+_TOOL_VENDOR = {"rocprofv3": "amd", "rocprof": "amd", "rocpd": "amd", "nsys": "nvidia"}
+_FLAVOUR_VENDOR = {"rocm": "amd", "cuda": "nvidia"}
+
+
+def _traced_gpu(session: Session) -> tuple[str, str | None, str | None, str | None] | None:
+    """``(vendor, arch, device, calibration key)`` of the GPU an imported trace ran on, from
+    the trace itself (an import has no env.json: the importing machine is not the traced
+    one); None when the trace shows no GPU."""
+    imported = session.json_file(IMPORT_META_FILE)
+    sources = imported.get("sources") if isinstance(imported, dict) else None
+    sources = [m for m in sources or [] if isinstance(m, Mapping)]
+    gpus = trace_gpus(sources)
+    if gpus:
+        ident = gpus[min(gpus, key=lambda i: -1 if i is None else i)]
+        arch = ident.arch or ident.entry or ident.name
+        return normalize_vendor(ident.vendor) or "unknown", arch, ident.name, ident.key
+    for meta in sources:
+        vendor = _TOOL_VENDOR.get(str(meta.get("tool"))) or _FLAVOUR_VENDOR.get(
+            str(meta.get("flavour"))
+        )
+        if vendor:
+            return vendor, None, None, None
+    kernels = session.table("kernels")
+    if kernels is not None and kernels.num_rows > 0:
+        return "unknown", None, None, None
+    return None
+
+
 def fleet_row(session: Session) -> dict[str, Any]:
     """The session's row of the lake's ``sessions`` table (:data:`FLEET_SCHEMA`'s columns);
     a value the bundle does not record is None."""
@@ -158,13 +190,21 @@ def fleet_row(session: Session) -> dict[str, Any]:
     packages = get(meta, "env.packages", env)
     packages = packages if isinstance(packages, dict) else {}
     gpu = env_gpu(env) if on_gpu(meta) else None
+    traced = _traced_gpu(session) if get(meta, "kind") == "import" else None
     pick: Mapping[str, Any] = {}
-    if gpu is not None:
+    vendor: str
+    arch: str | None
+    device: str | None
+    key: str | None
+    if traced is not None:
+        vendor, arch, device, key = traced
+    elif get(meta, "kind") == "import":  # a CPU trace: which CPU, the trace does not say
+        vendor, arch, device, key = "cpu", None, None, None
+    elif gpu is not None:
         pick = next((d for d in gpus if d.get("index") == 0), gpus[0] if gpus else {})
         vendor = normalize_vendor(gpu.vendor) or "unknown"
         arch = gpu.arch or gpu.entry or gpu.name
-        device: str | None = gpu.name
-        key: str | None = gpu.key
+        device, key = gpu.name, gpu.key
     elif on_gpu(meta):  # a GPU run whose GPU the environment did not name
         vendor, arch, device, key = "unknown", None, None, None
     else:
