@@ -14,8 +14,9 @@ Measured, each a whole command in a fresh process (median of ``--repeat`` for qu
 
 * ``aaco lake export`` into a new lake; again with nothing changed; again after 10 new
   sessions; its peak RSS (``/usr/bin/time``);
-* the anchor: one DuckDB ``COPY ... PARTITION_BY`` of the same iterations files by hand
-  (no sessions table, no idempotence, no crash safety: a lower bound);
+* the anchor: DuckDB ``COPY`` of the same six bundle tables by hand, one Parquet file
+  per table (no sessions table, no partitions, no idempotence, no crash safety: a lower
+  bound);
 * ``aaco query``: a filtered p99 group-by over the lake's iterations joined to sessions,
   the same over the sessions folder (no lake), a group-by over the sessions table; and the
   anchor: the same SQL in a bare ``python -c "import duckdb ..."`` over the lake's files.
@@ -153,14 +154,32 @@ def make_sessions(sources: list[Path], root: Path, n: int, first: int = 0) -> No
         (dst / "metrics" / "inference_summary.json").write_text(json.dumps(summary))
 
 
+#: the bundle tables the lake copies (aaco.lake.layout.LAKE_TABLES' sources)
+ANCHOR_TABLES = (
+    "metrics/inference_iters.parquet",
+    "profiler/ops.parquet",
+    "profiler/kernels.parquet",
+    "profiler/memcpy.parquet",
+    "telemetry/gpu.parquet",
+    "telemetry/system_events.parquet",
+)
+
+
 def anchor_copy(root: Path, out: Path) -> list[str]:
-    files = [str(p) for p in sorted(root.glob("2*/*/metrics/inference_iters.parquet"))]
-    listing = json.dumps(files).replace('"', "'")
-    code = (
-        "import duckdb; duckdb.sql(\"COPY (SELECT regexp_extract(filename, '([^/]+)/metrics/', 1)"
-        f" AS session_id, * EXCLUDE (filename) FROM read_parquet({listing}, filename = true)) "
-        f"TO '{out}' (FORMAT parquet, PARTITION_BY (phase), OVERWRITE_OR_IGNORE)\")"
-    )
+    """DuckDB by hand: each table of every bundle copied into one Parquet folder per table
+    (partitioned by nothing the bundles' files hold: no sessions table, no vendor)."""
+    statements = []
+    for rel in ANCHOR_TABLES:
+        if not any(root.glob(f"2*/*/{rel}")):
+            continue
+        listing = f"'{root}/2*/*/{rel}'"  # DuckDB globs it
+        name = rel.rsplit("/", 1)[-1].removesuffix(".parquet")
+        statements.append(
+            "COPY (SELECT regexp_extract(filename, '/([0-9]{8}_[0-9]{6}_[0-9a-f]+)/', 1) "
+            f"AS session_id, * EXCLUDE (filename) FROM read_parquet({listing}, filename = true, "
+            f"union_by_name = true)) TO '{out / name}.parquet' (FORMAT parquet)"
+        )
+    code = "import duckdb\n" + "".join(f"duckdb.sql({st!r})\n" for st in statements)
     return [sys.executable, "-c", code]
 
 
@@ -190,10 +209,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     sources = make_sources(work)
     root = work / f"sessions-{args.sessions}"
-    if not root.is_dir():
-        t = time.perf_counter()
-        make_sessions(sources, root, args.sessions)
-        print(f"made {args.sessions} sessions in {time.perf_counter() - t:.1f} s (not timed)")
+    shutil.rmtree(root, ignore_errors=True)
+    t = time.perf_counter()
+    make_sessions(sources, root, args.sessions)
+    print(f"made {args.sessions} sessions in {time.perf_counter() - t:.1f} s (not timed)")
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
     shutil.rmtree(work / "more", ignore_errors=True)
@@ -212,8 +231,9 @@ def main() -> None:
           f"added {json.loads(out)['added']}")  # fmt: skip
     anchor = work / "anchor"
     shutil.rmtree(anchor, ignore_errors=True)
+    anchor.mkdir()
     wall, rss, _ = timed(anchor_copy(root, anchor))
-    print(f"anchor: DuckDB COPY of the iterations files by hand: {wall:6.2f} s  "
+    print(f"anchor: DuckDB COPY of the same tables by hand:  {wall:6.2f} s  "
           f"peak RSS {rss:5.0f} MiB")  # fmt: skip
 
     since = "2026-10-01"
