@@ -404,15 +404,17 @@ class _Prepared:
 def _prepare(bundle: Path, known: dict[str, tuple[str | None, str]]) -> _Prepared:
     """Everything that can reject a bundle, and its small tables, read in a worker thread
     (Parquet decoding releases the GIL: the next sessions are read while one is written)."""
+    # a session's id is its folder's name (Session.session_id): an unchanged bundle is
+    # known from a few stat calls, without reading it
+    stamp = source_stamp(bundle)
+    old = known.get(bundle.name)
+    if old is not None and old[0] == stamp:
+        return _Prepared(bundle, "unchanged", bundle.name)
     try:
         session = Session.load(bundle)
         sid = session.session_id
         if session.status == "running":
             return _Prepared(bundle, "running", sid)
-        stamp = source_stamp(session.path)
-        old = known.get(sid)
-        if old is not None and old[0] == stamp:
-            return _Prepared(bundle, "unchanged", sid)
         row = fleet_row(session)
         part = (row["vendor"], row["arch"], partition_value(_date(row, session)))
         prepared = _Prepared(bundle, "ready", sid, stamp=stamp, old=old, row=row, part=part)
