@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-TIMING = {"session_id", "p50_ms", "p90_ms", "p99_ms", "throughput", "host", "gpu_ids"}
+TIMING = {"session_id", "p50_ms", "p90_ms", "p99_ms", "throughput", "ttft_p50_ms", "ttft_p99_ms",
+          "output_tokens_per_s", "host", "gpu_ids"}  # fmt: skip
 GROUP_BY = (
     "SELECT model, threads, batch, count(*) AS n, median(p50_ms) AS p50_ms FROM sessions "
     "WHERE tag LIKE 'sweep:bench:%' GROUP BY ALL ORDER BY ALL"

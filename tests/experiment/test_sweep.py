@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from aaco.experiment.sweep import RESULTS_FILE, load_spec, point_argv, run_sweep
 from aaco.lake.query import run_query
 
 #: what differs between two runs of one sweep: when, where, and how fast
-TIMING = ("session_id", "p50_ms", "p90_ms", "p99_ms", "throughput", "host", "gpu_ids")
+TIMING = ("session_id", "p50_ms", "p90_ms", "p99_ms", "throughput", "ttft_p50_ms", "ttft_p99_ms",
+          "output_tokens_per_s", "host", "gpu_ids")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +141,7 @@ def test_local_sweep_runs_every_point_into_one_root(local_sweep: Path) -> None:
     # one at a time: no two points' runs overlap
     spans = []
     for p in record["points"]:
-        meta = json.loads((Path(p["bundle"]) / "session.json").read_text())
+        meta = json.loads((local_sweep / p["bundle"] / "session.json").read_text())
         spans.append((meta["created_utc"], meta["finished_utc"]))
     spans.sort()
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
@@ -192,6 +194,16 @@ def test_ray_assigns_gpus_and_reserves_several_together(
                                                   "resources": {"num_gpus": 2}}))  # fmt: skip
     result = run_sweep(two, tmp_path / "s2", ray_address="local")
     assert [sorted(p["attempts"][-1]["gpu_ids"]) for p in result["points"]] == [["0", "1"]] * 2
+    # sharing nodes, points of both GPUs queue for them in Ray rather than block the sweep
+    shared = load_spec(_write(tmp_path / "sh.yaml", {**base, "name": "shared",
+                                                    "resources": {"num_gpus": 2}}))  # fmt: skip
+    result = run_sweep(shared, tmp_path / "s4", ray_address="local", share_nodes=True)
+    assert [p["status"] for p in result["points"]] == ["completed"] * 2
+    # every reservation is given back (Ray frees a removed group's GPUs a moment later)
+    deadline = time.monotonic() + 20
+    while ray_instance.available_resources().get("GPU") != 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray_instance.available_resources().get("GPU") == 2
     three = load_spec(_write(tmp_path / "three.yaml", {**base, "name": "three",
                                                       "resources": {"num_gpus": 3}}))  # fmt: skip
     with pytest.raises(UsageError, match="3 GPU"):
@@ -294,3 +306,26 @@ def test_llm_load_points_against_a_real_server(tmp_path: Path) -> None:
         ("concurrency=2", 6),
     ]
     assert all(r["tag"].startswith("sweep:llm:p00") for r in rows)
+
+
+def test_a_point_past_its_timeout_is_stopped_with_its_worker(models: Path, tmp_path: Path) -> None:
+    """timeout_s ends a point: aaco run gets SIGTERM (it kills its worker, a process group
+    of its own, and publishes the bundle as failed); nothing of it runs on afterwards."""
+    import psutil
+
+    spec = _spec(models, timeout_s=4, retries=0)
+    spec["options"]["iterations"] = 10_000_000
+    spec["matrix"] = {"seed": [0]}
+    spec["options"]["model"] = str(models / "a.onnx")
+    root = tmp_path / "sessions"
+    result = run_sweep(load_spec(_write(tmp_path / "s.yaml", spec)), root)
+    (point,) = result["points"]
+    assert point["status"] == "failed"
+    attempt = point["attempts"][0]
+    assert "timeout_s" in attempt["error"], attempt
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if any(str(root) in part for part in (p.info["cmdline"] or []))
+    ]
+    assert left == []

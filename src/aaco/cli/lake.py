@@ -71,7 +71,12 @@ def query(
         )
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet needs --output FILE")
-    table = run_query(source if source is not None else sessions_root(sessions), sql)
+    if source is not None and sessions is not None:
+        raise UsageError("--lake and --sessions are exclusive: query one or the other")
+    notes: list[str] = []
+    table = run_query(source if source is not None else sessions_root(sessions), sql, notes)
+    for note in notes:
+        err(f"warning: {note}")
     if fmt == "parquet":
         import pyarrow.parquet as pq
 

@@ -109,7 +109,14 @@ def sweep(
         shown = " ".join(f"{k}={record['options'].get(k)}" for k in spec.matrix)
         last = record["attempts"][-1]
         if last["error"] is None:
-            what = f"completed, p50 {record.get('p50_ms') or 0:.4g} ms ({last['session_id']})"
+            figure = (
+                f"p50 {record['p50_ms']:.4g} ms"
+                if record.get("p50_ms") is not None
+                else f"TTFT p50 {record['ttft_p50_ms']:.4g} ms"
+                if record.get("ttft_p50_ms") is not None
+                else "latency unknown"
+            )
+            what = f"completed, {figure} ({last['session_id']})"
         else:
             what = f"failed: {last['error']}" + (", retrying" if record["retrying"] else "")
         err(f"sweep [{count[0]}/{total}] {record['id']} {shown}: {what}")

@@ -39,7 +39,7 @@ def _serve(
             "give --token (or $AACO_TOKEN)"
         )
     root = sessions_root(sessions)
-    if not root.is_dir():
+    if not root.is_dir() and lake is None:  # with a lake, bundles here are optional
         raise InputError(f"{root}: no such sessions root")
     app = create_app(root, token=token, lake=lake)
     over = f"the lake {lake.resolve()} and {root.resolve()}" if lake else str(root.resolve())

@@ -237,23 +237,51 @@ def run_point(
     cmd = [sys.executable, "-m", "aaco", *command, *argv, "--tag", tag, "--output", str(staging)]
     cmd += ["--report", "none"]
     started = time.time()
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stderr: str | None
+    timed_out = False
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
-        rc, stderr = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
+        _, stderr = proc.communicate(timeout=timeout_s)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        # SIGTERM: aaco unwinds as on Ctrl-C, kills its worker (a process group of its
+        # own, which a SIGKILL of the parent would leave running into the next point) and
+        # publishes the bundle as failed
+        _, stderr = _stop(proc)
         rc = -1
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
-        stderr = f"{err}\nthe point ran past timeout_s ({timeout_s:g} s)"
+        timed_out = True
+    except BaseException:  # Ctrl-C or SIGTERM of the sweep: the point stops with it
+        _stop(proc)
+        raise
     bundles = list(iter_sessions(staging))
     return {
         "rc": rc,
-        "stderr": stderr[-_STDERR_TAIL:],
+        "stderr": (stderr or "")[-_STDERR_TAIL:],
+        "timed_out": timed_out,
         "bundle": str(bundles[-1]) if bundles else None,
         "host": socket.gethostname(),
         "seconds": time.time() - started,
     }
+
+
+#: seconds an ``aaco`` command is given to unwind after SIGTERM before it is killed
+STOP_GRACE_S = 30.0
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str | None, str | None]:
+    """Stop a point's command: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`."""
+    proc.terminate()
+    try:
+        return proc.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
 
 
 def _error_line(stderr: str, rc: int) -> str:
@@ -282,7 +310,10 @@ def _untar(data: bytes, dest: Path) -> Path:
             for m in members
         ):
             raise BundleError("a sweep task returned an archive that is not one bundle")
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.10.12+, 3.11.4+
+            tar.extractall(dest, filter="data")
+        else:  # the members were checked above: one folder, no links, nothing outside it
+            tar.extractall(dest)
     return dest / tops.pop()
 
 
@@ -350,8 +381,14 @@ def _place(root: Path, bundle: Path) -> Path:
     return target
 
 
+#: the figures of a point's session kept in its record and results row: a model run's
+#: latency and throughput, a serving run's TTFT and output tokens/s (``aaco ls``'s row)
+HEADLINE = ("p50_ms", "p90_ms", "p99_ms", "throughput", "ttft_p50_ms", "ttft_p99_ms",
+            "output_tokens_per_s")  # fmt: skip
+
+
 def _headline(bundle: Path | None) -> dict[str, Any]:
-    empty = {"status": None, "p50_ms": None, "p90_ms": None, "p99_ms": None, "throughput": None}
+    empty: dict[str, Any] = {"status": None, **dict.fromkeys(HEADLINE)}
     if bundle is None:
         return empty
     try:
@@ -375,10 +412,7 @@ def results_table(points: Sequence[dict[str, Any]], option_keys: Sequence[str]) 
             attempts=len(p.get("attempts") or []),
             session_id=p.get("session_id"),
             error=last.get("error") if p["status"] != COMPLETED else None,
-            p50_ms=p.get("p50_ms"),
-            p90_ms=p.get("p90_ms"),
-            p99_ms=p.get("p99_ms"),
-            throughput=p.get("throughput"),
+            **{k: p.get(k) for k in HEADLINE},
             host=last.get("host"),
             gpu_ids=",".join(last.get("gpu_ids") or []) or None,
         )
@@ -391,10 +425,7 @@ def results_table(points: Sequence[dict[str, Any]], option_keys: Sequence[str]) 
             ("attempts", pa.int64()),
             ("session_id", pa.string()),
             ("error", pa.string()),
-            ("p50_ms", pa.float64()),
-            ("p90_ms", pa.float64()),
-            ("p99_ms", pa.float64()),
-            ("throughput", pa.float64()),
+            *((k, pa.float64()) for k in HEADLINE),
             ("host", pa.string()),
             ("gpu_ids", pa.string()),
         ]
@@ -425,6 +456,10 @@ def _local(spec: SweepSpec, root: Path, parallel: int) -> Executor:
             result["staging"] = str(staging)
             return point, attempt, result
 
+        if parallel == 1:  # in this thread: Ctrl-C reaches the running point at once
+            for item in todo:
+                done(*one(item))
+            return
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             for point, attempt, result in pool.map(one, todo):
                 done(point, attempt, result)
@@ -486,39 +521,62 @@ def _ray(spec: SweepSpec, share_nodes: bool) -> Executor:
         ips = {n["NodeID"]: n.get("NodeManagerAddress") for n in candidates}
         pending = list(todo)
         inflight: dict[Any, tuple[Point, int, str | None, Any]] = {}
-        while pending or inflight:
-            while pending and (share_nodes or idle):
-                point, attempt = pending.pop(0)
-                node = None if share_nodes else idle.pop(0)
-                opts: dict[str, Any] = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus}
-                group = None
-                if spec.num_gpus > 1:
-                    # a point of several GPUs reserves them together, on one node
-                    bundle: dict[str, float] = {"CPU": spec.num_cpus, "GPU": spec.num_gpus}
-                    if node is not None and ips.get(node):
-                        bundle[f"node:{ips[node]}"] = 0.001
-                    group = placement_group([bundle], strategy="STRICT_PACK")
-                    ray.get(group.ready())
-                    opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group)
-                elif node is not None:
-                    opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+
+        def submit(point: Point, attempt: int, node: str | None) -> None:
+            opts: dict[str, Any] = {"num_cpus": spec.num_cpus, "num_gpus": spec.num_gpus}
+            group = None
+            if spec.num_gpus > 1:
+                # a point of several GPUs reserves them together, on one node; the task
+                # waits in Ray's queue until the group is placed (never here: a group that
+                # cannot be placed yet must not stop the points that can)
+                bundle: dict[str, float] = {"CPU": spec.num_cpus, "GPU": spec.num_gpus}
+                if node is not None and ips.get(node):
+                    bundle[f"node:{ips[node]}"] = 0.001
+                group = placement_group([bundle], strategy="STRICT_PACK")
+                opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group)
+            elif node is not None:
+                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+            try:
                 ref = remote.options(**opts).remote(
                     command, point_argv(point.options), _tag(spec, point), spec.timeout_s
                 )
-                inflight[ref] = (point, attempt, node, group)
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in ready:
-                point, attempt, node, group = inflight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    result = {"rc": -1, "stderr": f"the Ray task failed: {first}", "archive": None}
+            except BaseException:
                 if group is not None:
                     remove_placement_group(group)
-                if node is not None:
-                    idle.append(node)
-                done(point, attempt, result)
+                raise
+            inflight[ref] = (point, attempt, node, group)
+
+        try:
+            while pending or inflight:
+                while pending and (share_nodes or idle):
+                    point, attempt = pending.pop(0)
+                    submit(point, attempt, None if share_nodes else idle.pop(0))
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                for ref in ready:
+                    point, attempt, node, group = inflight.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except Exception as exc:
+                        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                        result = {
+                            "rc": -1,
+                            "stderr": f"the Ray task failed: {first}",
+                            "archive": None,
+                        }
+                    finally:
+                        if group is not None:
+                            remove_placement_group(group)
+                        if node is not None:
+                            idle.append(node)
+                    done(point, attempt, result)
+        finally:
+            # an error or Ctrl-C: nothing of the sweep stays queued or reserved on the cluster
+            for ref, (_, _, _, group) in inflight.items():
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+                if group is not None:
+                    with contextlib.suppress(Exception):
+                        remove_placement_group(group)
 
     return execute
 
@@ -572,9 +630,9 @@ def run_sweep(
         if old is not None:
             record["attempts"] = list(old.get("attempts") or [])
             bundle = old.get("bundle")
-            if old.get("status") == COMPLETED and bundle and Path(bundle).is_dir():
+            if old.get("status") == COMPLETED and bundle and (root / bundle).is_dir():
                 record.update({k: old.get(k) for k in ("status", "session_id", "bundle")})
-                record.update(_headline(Path(bundle)))
+                record.update(_headline(root / bundle))
                 record["status"] = COMPLETED
                 record["skipped"] = "resumed: completed before"
         state.points[point.id] = record
@@ -608,11 +666,16 @@ def run_sweep(
             "gpu_ids": result.get("gpu_ids"),
             "session_id": bundle.name if bundle else None,
             "session_status": headline["status"],
-            "error": None if ok else _error_line(str(result.get("stderr") or ""), result["rc"]),
+            "error": None
+            if ok
+            else f"ran past timeout_s ({spec.timeout_s:g} s) and was stopped"
+            if result.get("timed_out")
+            else _error_line(str(result.get("stderr") or ""), result["rc"]),
         }
         record["attempts"].append(entry)
         record["session_id"] = entry["session_id"]
-        record["bundle"] = str(bundle) if bundle else None
+        # relative to the sessions root: a resume from another folder finds it
+        record["bundle"] = bundle.relative_to(root).as_posix() if bundle else None
         record.update(headline)
         retry = not ok and attempt <= spec.retries
         record["status"] = COMPLETED if ok else PENDING if retry else FAILED
@@ -628,11 +691,17 @@ def run_sweep(
     else:
         ray = import_ray()
         if not ray.is_initialized():
-            with contextlib.redirect_stderr(io.StringIO()):
-                if ray_address == "local":
-                    ray.init(include_dashboard=False, log_to_driver=False)
-                else:
-                    ray.init(address=ray_address, log_to_driver=False)
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    if ray_address == "local":
+                        ray.init(include_dashboard=False, log_to_driver=False)
+                    else:
+                        ray.init(address=ray_address, log_to_driver=False)
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise UsageError(
+                    f"cannot start or join Ray at {ray_address!r} ({type(exc).__name__}: {first})"
+                ) from None
         execute = _ray(spec, share_nodes)
     started = time.perf_counter()
     try:

@@ -40,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from aaco.errors import BundleError, InputError, UsageError
 from aaco.lake.layout import LAKE_TABLES, PARTITION_KEYS, STAGING, open_lake, partition_dir
-from aaco.lake.rows import fleet_row, partition_value
+from aaco.lake.rows import fleet_row, partition_value, session_date
 from aaco.regress import serving
 from aaco.regress.history import serving_rows
 from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
@@ -66,6 +67,9 @@ FLUSH_ROWS = 65_536
 MAX_BUFFERED_ROWS = 262_144
 #: sessions per batch: a kill loses at most this many sessions' work
 BATCH_SESSIONS = 500
+#: a batch is committed once it holds this many open files (one per table and partition),
+#: so that an export of sessions over many dates stays far below the descriptor limit
+MAX_OPEN_FILES = 128
 _COMMIT = "COMMIT.json"
 _LOCK = ".lock"
 _PART = re.compile(r"^part-(?P<batch>[0-9TZ]+-[0-9a-f]+)\.parquet$")
@@ -130,24 +134,60 @@ def _batch_files(lake: Path, batch: str) -> list[Path]:
     return [p for t in LAKE_TABLES for p in (lake / t).rglob(name)]
 
 
+def _fsync(path: Path) -> None:
+    """Flush ``path`` (a file or a folder) to disk: a commit record must never be durable
+    before the files it names."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _rewrite_without(path: Path, ids: set[str]) -> None:
-    """Rewrite ``path`` without the rows of ``ids`` (atomically; removed when none stay)."""
-    table = pq.read_table(path, partitioning=None)
-    keep = pa.compute.invert(pa.compute.is_in(table["session_id"], pa.array(sorted(ids))))
-    kept = table.filter(keep)
-    if kept.num_rows == table.num_rows:
-        return
-    if kept.num_rows == 0:
-        path.unlink()
+    """Rewrite ``path`` without the rows of ``ids``, streamed a row group at a time
+    (atomically; removed when no row stays)."""
+    pf = pq.ParquetFile(path)
+    drop = pa.array(sorted(ids), pa.string())
+    present = pc.is_in(pf.read(columns=["session_id"])["session_id"], drop)
+    if not pc.any(present).as_py():
         return
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    pq.write_table(kept, tmp, compression="zstd")
+    kept = 0
+    with pq.ParquetWriter(tmp, pf.schema_arrow, compression="zstd") as writer:
+        for batch in pf.iter_batches(batch_size=FLUSH_ROWS):
+            rows = pa.Table.from_batches([batch]).filter(
+                pc.invert(pc.is_in(batch.column("session_id"), drop))
+            )
+            if rows.num_rows:
+                writer.write_table(rows)
+                kept += rows.num_rows
+    if kept == 0:
+        tmp.unlink()
+        path.unlink()
+        return
+    _fsync(tmp)
     os.replace(tmp, path)
+
+
+def _commit_record(staged: Path) -> dict[str, Any] | None:
+    """The batch's commit record; None when it has none, or an unreadable one (a record
+    cut short: its files were flushed before it was written, so nothing is lost by
+    treating the batch as never committed)."""
+    try:
+        record = json.loads((staged / _COMMIT).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and isinstance(record.get("files"), list)
+    return record if ok else None
 
 
 def _apply(lake: Path, staged: Path) -> None:
     """Finish the commit recorded in ``staged/COMMIT.json`` (every step can be redone)."""
-    commit = json.loads((staged / _COMMIT).read_text())
+    commit = _commit_record(staged)
+    if commit is None:
+        shutil.rmtree(staged, ignore_errors=True)
+        return
     for old, ids in (commit.get("replace") or {}).items():
         for f in _batch_files(lake, old):
             _rewrite_without(f, set(ids))
@@ -167,10 +207,7 @@ def recover(lake: Path) -> list[str]:
     if not root.is_dir():
         return done
     for staged in sorted(root.iterdir()):
-        if (staged / _COMMIT).is_file():
-            _apply(lake, staged)
-        else:
-            shutil.rmtree(staged, ignore_errors=True)
+        _apply(lake, staged)  # a batch without a (whole) commit record is discarded
         done.append(staged.name)
     return done
 
@@ -210,20 +247,6 @@ def source_stamp(bundle: Path) -> str:
             continue
         parts.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _date(row: dict[str, Any], session: Session) -> str:
-    """The UTC date partition: of ``created_utc``; else of the session id
-    (``YYYYMMDD_...``); else of ``session.json``'s modification time."""
-    created = row.get("created")
-    if isinstance(created, datetime):
-        return created.astimezone(timezone.utc).date().isoformat()
-    m = re.match(r"^(\d{4})(\d{2})(\d{2})_", session.session_id)
-    if m:
-        with contextlib.suppress(ValueError):
-            return datetime(int(m[1]), int(m[2]), int(m[3])).date().isoformat()
-    mtime = (session.path / SESSION_FILE).stat().st_mtime
-    return datetime.fromtimestamp(mtime, timezone.utc).date().isoformat()
 
 
 def _sources(session: Session) -> list[tuple[str, pq.ParquetFile]]:
@@ -313,8 +336,16 @@ class _Batch:
         self.replace: dict[str, list[str]] = {}
         #: sessions whose rows are partly staged (a table failed mid-way): dropped at commit
         self.drop: set[str] = set()
+        #: the commit record is written: from here the batch is finished, never discarded
+        self.committed = False
+        self.applied = False
         self.count = 0
         self.rows: dict[str, int] = {}
+
+    @property
+    def open_files(self) -> int:
+        """Files open for writing, and buffers that will open one."""
+        return len(set(self._writers) | set(self._buffers))
 
     def _rel(self, table: str, part: tuple[str, str, str]) -> Path:
         return partition_dir(Path(), table, *part) / self.part
@@ -367,12 +398,20 @@ class _Batch:
             pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
             sessions.append(rel)
         self.rows["sessions"] = self.count
+        folders = set()
+        for rel in [*files, *sessions]:
+            _fsync(self.staged / rel)
+            folders.add((self.staged / rel).parent)
+        for folder in folders:
+            _fsync(folder)
         record = {
             "batch": self.id,
             "files": [str(p) for p in [*files, *sessions]],
             "replace": self.replace,
         }
         atomic_write_json(self.staged / _COMMIT, record)
+        _fsync(self.staged)
+        self.committed = True
         return [*files, *sessions]
 
     def discard(self) -> None:
@@ -416,7 +455,7 @@ def _prepare(bundle: Path, known: dict[str, tuple[str | None, str]]) -> _Prepare
         if session.status == "running":
             return _Prepared(bundle, "running", sid)
         row = fleet_row(session)
-        part = (row["vendor"], row["arch"], partition_value(_date(row, session)))
+        part = (row["vendor"], row["arch"], partition_value(session_date(row, session)))
         prepared = _Prepared(bundle, "ready", sid, stamp=stamp, old=old, row=row, part=part)
         for name, pf in _sources(session):
             if pf.metadata.num_rows <= FLUSH_ROWS:
@@ -430,6 +469,10 @@ def _prepare(bundle: Path, known: dict[str, tuple[str | None, str]]) -> _Prepare
         return prepared
     except BundleError as exc:
         return _Prepared(bundle, "error", error=str(exc))
+    except (UsageError, ValueError, TypeError, KeyError, OSError) as exc:
+        # a hand-edited or damaged file the readers did not foresee: this bundle only
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return _Prepared(bundle, "error", error=f"unreadable ({type(exc).__name__}: {first})")
 
 
 def _read_ahead(
@@ -506,14 +549,19 @@ def export_lake(
                     result.added += 1
                 if progress is not None:
                     progress(result.added + result.replaced)
-                if batch.count >= batch_sessions:
+                if batch.count >= batch_sessions or batch.open_files >= MAX_OPEN_FILES:
                     _commit(batch, result)
                     batch = None
             if batch is not None:
                 _commit(batch, result)
                 batch = None
         finally:
-            if batch is not None:  # interrupted before its commit record: nothing of it stays
+            if batch is not None and batch.committed and not batch.applied:
+                # interrupted after the commit record (Ctrl-C, SIGTERM, a full disk while
+                # moving files in): finish it now if possible, else the next export does
+                with contextlib.suppress(Exception):
+                    _apply(batch.lake, batch.staged)
+            elif batch is not None:  # before its commit record: nothing of it stays
                 batch.discard()
     result.seconds = time.perf_counter() - started
     return result
@@ -545,6 +593,7 @@ def _add_session(batch: _Batch, prep: _Prepared) -> None:
 def _commit(batch: _Batch, result: ExportResult) -> None:
     batch.commit()
     _apply(batch.lake, batch.staged)
+    batch.applied = True
     result.batches.append(batch.id)
     for name, n in batch.rows.items():
         result.rows[name] = result.rows.get(name, 0) + n

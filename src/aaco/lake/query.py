@@ -19,6 +19,8 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,7 @@ import pyarrow as pa
 
 from aaco.errors import BundleError, InputError, UsageError
 from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS, open_lake
-from aaco.lake.rows import FLEET_SCHEMA, fleet_row
+from aaco.lake.rows import FLEET_SCHEMA, fleet_row, session_date
 from aaco.session.bundle import Session, iter_sessions
 from aaco.session.schema import TABLES
 
@@ -57,7 +59,8 @@ def _quote(text: str) -> str:
 
 
 def _named(sql: str | None) -> set[str]:
-    """The lake tables ``sql`` names (all when ``sql`` is None or names none)."""
+    """The lake tables ``sql`` names (all when ``sql`` is None or names none): only their
+    views are made, so a query reads nothing of the tables it does not name."""
     if sql is None:
         return set(LAKE_TABLES)
     names = {t for t in LAKE_TABLES if re.search(rf"\b{t}\b", sql, re.IGNORECASE)}
@@ -69,9 +72,11 @@ def _empty(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema) -> None
     con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_empty_{name}"')
 
 
-def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path) -> None:
+def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path, names: set[str]) -> None:
     open_lake(lake, create=False)
     for name, t in LAKE_TABLES.items():
+        if name not in names:
+            continue  # a damaged file of another table must not fail this query
         # the partition keys are columns of sessions only: in every table they would make
         # `JOIN sessions USING (session_id) WHERE vendor = ...` ambiguous
         sessions = name == "sessions"
@@ -89,7 +94,23 @@ def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path) -> None:
         )
 
 
-def _folder_views(con: duckdb.DuckDBPyConnection, root: Path, names: set[str]) -> None:
+#: what a bundle's own files may raise when read (damaged or hand-edited): that bundle is
+#: left out of a folder query, with a warning, never the whole query
+_BUNDLE_ERRORS = (BundleError, UsageError, ValueError, TypeError, KeyError, OSError)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _folder_views(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    names: set[str],
+    warnings: list[str],
+    skip: Collection[str] = (),
+) -> None:
     bundles = list(iter_sessions(root))
     for name in sorted(names):
         t = LAKE_TABLES[name]
@@ -97,21 +118,23 @@ def _folder_views(con: duckdb.DuckDBPyConnection, root: Path, names: set[str]) -
             rows = []
             for b in bundles:
                 try:
-                    row = fleet_row(Session.load(b))
-                except BundleError:
-                    continue  # `aaco ls` lists it as unreadable; a query has no row for it
-                created = row.get("created")
-                row["date"] = created.date() if created is not None else None
+                    session = Session.load(b)
+                    row = fleet_row(session)
+                    row["date"] = date.fromisoformat(session_date(row, session))
+                except _BUNDLE_ERRORS as exc:
+                    warnings.append(f"{b}: left out ({_first_line(exc)})")
+                    continue
                 rows.append(row)
             schema = pa.schema([*FLEET_SCHEMA, pa.field("date", pa.date32())])
             con.register("_sessions_rows", pa.Table.from_pylist(rows, schema=schema))
             con.execute('CREATE VIEW "sessions" AS SELECT * FROM "_sessions_rows"')
             continue
         if t.source is None:  # serving_points: built by the export only
-            _serving_points_view(con, bundles)
+            _serving_points_view(con, bundles, warnings)
             continue
         rel = TABLES[t.source].path
         files = [str(b / rel) for b in bundles if (b / rel).is_file()]
+        files = [f for f in files if f not in skip]
         if not files:
             _empty(con, name, t.schema)
             continue
@@ -125,14 +148,36 @@ def _folder_views(con: duckdb.DuckDBPyConnection, root: Path, names: set[str]) -
         )
 
 
-def _serving_points_view(con: duckdb.DuckDBPyConnection, bundles: list[Path]) -> None:
+def _unreadable_files(root: Path, names: set[str]) -> dict[str, str]:
+    """file -> why, of the named tables' files under ``root`` that are not readable Parquet
+    (looked for only after a query failed: the footers of every bundle cost time)."""
+    import pyarrow.parquet as pq
+
+    bad: dict[str, str] = {}
+    for b in iter_sessions(root):
+        for name in names:
+            source = LAKE_TABLES[name].source
+            if source is None or not (b / TABLES[source].path).is_file():
+                continue
+            f = b / TABLES[source].path
+            try:
+                pq.ParquetFile(f)
+            except (OSError, ValueError) as exc:
+                bad[str(f)] = _first_line(exc)
+    return bad
+
+
+def _serving_points_view(
+    con: duckdb.DuckDBPyConnection, bundles: list[Path], warnings: list[str]
+) -> None:
     from aaco.lake.export import _serving_points
 
     tables = []
     for b in bundles:
         try:
             points = _serving_points(Session.load(b))
-        except (BundleError, UsageError):
+        except _BUNDLE_ERRORS as exc:
+            warnings.append(f"{b}: serving points left out ({_first_line(exc)})")
             continue
         if points is not None:
             tables.append(points)
@@ -141,34 +186,74 @@ def _serving_points_view(con: duckdb.DuckDBPyConnection, bundles: list[Path]) ->
     con.execute('CREATE VIEW "serving_points" AS SELECT * FROM "_serving_points"')
 
 
-def connect(source: Path, sql: str | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the lake's tables as views over ``source`` (a
-    lake or a sessions root); over a sessions root, only the tables ``sql`` names."""
+def _connect(
+    source: Path, sql: str | None, warnings: list[str], skip: Collection[str] = ()
+) -> duckdb.DuckDBPyConnection:
+    """:func:`connect`, DuckDB's errors raised as they are."""
+    duckdb = _duckdb()
     if not source.is_dir():
         raise InputError(f"{source}: no such lake or sessions root")
-    con = _duckdb().connect(":memory:")
-    if is_lake(source):
-        _lake_views(con, source)
-    else:
-        _folder_views(con, source, _named(sql))
+    con = duckdb.connect(":memory:")
+    try:
+        if is_lake(source):
+            _lake_views(con, source, _named(sql))
+        else:
+            _folder_views(con, source, _named(sql), warnings, skip)
+    except BaseException:
+        con.close()
+        raise
     return con  # type: ignore[no-any-return]
 
 
-def run_query(source: Path, sql: str) -> pa.Table:
-    """The result of ``sql`` over ``source`` as an Arrow table; a SQL error is a
-    UsageError naming DuckDB's message."""
+def connect(
+    source: Path, sql: str | None = None, warnings: list[str] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the tables ``sql`` names (all when it names
+    none) as views over ``source``, a lake or a sessions root; ``warnings`` gets a line
+    for each bundle a folder's views leave out."""
     duckdb = _duckdb()
-    con = connect(source, sql)
     try:
-        result = con.sql(sql)
-        if result is None:
-            return pa.table({})
-        # to_arrow_table() is DuckDB 1.4's name; arrow() returned the table before it
-        fetch = getattr(result, "to_arrow_table", None) or result.arrow
-        table: pa.Table = fetch()
+        return _connect(source, sql, [] if warnings is None else warnings)
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"query failed: {first}") from None
+        raise InputError(f"{source}: cannot read its tables ({_first_line(exc)})") from None
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    result = con.sql(sql)
+    if result is None:
+        return pa.table({})
+    # to_arrow_table() is DuckDB 1.4's name; arrow() returned the table before it
+    fetch = getattr(result, "to_arrow_table", None) or result.arrow
+    table: pa.Table = fetch()
+    return table
+
+
+def _attempt(source: Path, sql: str, warnings: list[str], skip: Collection[str]) -> pa.Table:
+    con = _connect(source, sql, warnings, skip)
+    try:
+        return _execute(con, sql)
     finally:
         con.close()
-    return table
+
+
+def run_query(source: Path, sql: str, warnings: list[str] | None = None) -> pa.Table:
+    """The result of ``sql`` over ``source`` as an Arrow table; a SQL error is a
+    UsageError naming DuckDB's message. Over a sessions root, a bundle whose files cannot
+    be read is left out and named in ``warnings``, not the end of the query."""
+    duckdb = _duckdb()
+    warned: list[str] = [] if warnings is None else warnings
+    try:
+        return _attempt(source, sql, warned, ())
+    except duckdb.Error as exc:
+        error = exc
+    if not is_lake(source):
+        # only now look for damaged files: reading every footer first would cost each
+        # query on a large root
+        bad = _unreadable_files(source, _named(sql))
+        if bad:
+            warned += [f"{f}: left out ({why})" for f, why in sorted(bad.items())]
+            try:
+                return _attempt(source, sql, [], set(bad))
+            except duckdb.Error as exc:
+                error = exc
+    raise UsageError(f"query failed: {_first_line(error)}") from None

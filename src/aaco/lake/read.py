@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aaco.lake.layout import open_lake
 from aaco.lake.query import run_query
 
 __all__ = ["history_rows", "lake_rows"]
@@ -42,6 +43,7 @@ _MODEL_COLUMNS = {
 def lake_rows(lake: Path) -> list[dict[str, Any]]:
     """Every row of the lake's ``sessions`` table (:data:`aaco.lake.rows.FLEET_SCHEMA`'s
     columns with ``date``), oldest first."""
+    open_lake(lake, create=False)  # a folder that is not a lake is an error, not 0 rows
     table = run_query(lake, "SELECT * FROM sessions ORDER BY created_utc NULLS FIRST, session_id")
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
@@ -51,6 +53,7 @@ def history_rows(lake: Path) -> list[tuple[str, dict[str, Any]]]:
     """``(series, row)`` of every completed session (model runs: series ``""``) and every
     load point of a completed serving session in the lake, as
     :func:`aaco.regress.history.history_from_rows` takes them."""
+    open_lake(lake, create=False)
     cols = ", ".join(f'"{c}" AS "{k}"' for k, c in _MODEL_COLUMNS.items())
     models = run_query(
         lake, f"SELECT {cols} FROM sessions WHERE status = 'completed' AND kind <> 'serving'"

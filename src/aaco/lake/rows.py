@@ -20,10 +20,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,9 +35,17 @@ from aaco.session.bundle import Session
 from aaco.session.catalog import session_row
 from aaco.session.devices import env_gpu, normalize_vendor, trace_gpus
 from aaco.session.fingerprint import hardware_fingerprint
-from aaco.session.paths import IMPORT_META_FILE, MODEL_META_FILE
+from aaco.session.paths import IMPORT_META_FILE, MODEL_META_FILE, SESSION_FILE
+from aaco.session.schema import KERNELS
 
-__all__ = ["FLEET_SCHEMA", "fleet_row", "partition_value", "rows_table"]
+__all__ = [
+    "FLEET_SCHEMA",
+    "fleet_row",
+    "partition_value",
+    "rows_table",
+    "session_date",
+    "used_gpu",
+]
 
 #: providers (ONNX Runtime) and devices (torch) that put the run on a GPU
 _GPU_PROVIDER = re.compile(r"cuda|rocm|migraphx|tensorrt|hip|dml|openvino_gpu", re.IGNORECASE)
@@ -143,6 +153,16 @@ def on_gpu(meta: Mapping[str, Any]) -> bool:
     return any(isinstance(v, str) and bool(_GPU_PROVIDER.search(v)) for v in (provider, device))
 
 
+def _rows_in(path: Path) -> int:
+    """Rows of a Parquet file, from its footer (0 when unreadable: no rows known)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except (OSError, ValueError):
+        return 0
+
+
 #: the vendor a trace tool or Kineto flavour implies when the trace names no GPU
 _TOOL_VENDOR = {"rocprofv3": "amd", "rocprof": "amd", "rocpd": "amd", "nsys": "nvidia"}
 _FLAVOUR_VENDOR = {"rocm": "amd", "cuda": "nvidia"}
@@ -166,9 +186,36 @@ def _traced_gpu(session: Session) -> tuple[str, str | None, str | None, str | No
         )
         if vendor:
             return vendor, None, None, None
-    kernels = session.table("kernels")
-    if kernels is not None and kernels.num_rows > 0:
+    if session.has_table("kernels") and _rows_in(session.path / KERNELS.path) > 0:
         return "unknown", None, None, None
+    return None
+
+
+#: the variables that narrow a run to some of the host's GPUs (CUDA, HIP, ROCr)
+_VISIBLE = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def used_gpu(env: Mapping[str, Any], gpus: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The env.json GPU entry the run used, when the environment says which: the host's
+    only GPU, or the one device a ``*_VISIBLE_DEVICES`` variable narrowed the run to (an
+    index, as NVML numbers them on a host of one kind of GPU, or a ``GPU-`` uuid; Ray sets
+    it for a task of one GPU). None otherwise: on a host of several GPUs a run's device is
+    not recorded, and index 0 would be a guess."""
+    if len(gpus) == 1:
+        return gpus[0]
+    raw = env.get("env_vars")
+    env_vars: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    for name in _VISIBLE:
+        value = str(env_vars.get(name) or "").strip()
+        tokens = [t.strip() for t in value.split(",") if t.strip()]
+        if len(tokens) != 1:
+            continue
+        token = tokens[0]
+        for d in gpus:
+            if token.isdigit() and d.get("index") == int(token):
+                return d
+            if str(d.get("uuid") or "").lower() == token.lower():
+                return d
     return None
 
 
@@ -201,7 +248,9 @@ def fleet_row(session: Session) -> dict[str, Any]:
     elif get(meta, "kind") == "import":  # a CPU trace: which CPU, the trace does not say
         vendor, arch, device, key = "cpu", None, None, None
     elif gpu is not None:
-        pick = next((d for d in gpus if d.get("index") == 0), gpus[0] if gpus else {})
+        pick = used_gpu(env, gpus) or {}
+        if isinstance(pick.get("index"), int):
+            gpu = env_gpu(env, pick["index"]) or gpu
         vendor = normalize_vendor(gpu.vendor) or "unknown"
         arch = gpu.arch or gpu.entry or gpu.name
         device, key = gpu.name, gpu.key
@@ -238,10 +287,11 @@ def fleet_row(session: Session) -> dict[str, Any]:
         "arch": partition_value(arch),
         "device": device,
         "device_key": key,
-        "gpu_count": len(gpus) if env else None,
+        "gpu_count": _gpu_count(env, gpus),
         "gpu_uuid": _str(pick.get("uuid")),
         "gpu_index": _int(pick.get("index")),
-        "driver": _str(pick.get("driver")),
+        # every GPU of a host runs one driver: known even when which GPU is not
+        "driver": _str(pick.get("driver")) or _one({d.get("driver") for d in gpus}),
         "hostname": _str(get(meta, "env.hostname", env)),
         "cpu_model": _str(cpu.get("model")),
         "cpu_arch": _str(cpu.get("architecture")),
@@ -267,6 +317,38 @@ def fleet_row(session: Session) -> dict[str, Any]:
         "output_tokens_per_s": _float(base.get("output_tokens_per_s")),
         "source_path": str(session.path),
     }
+
+
+def session_date(row: Mapping[str, Any], session: Session) -> str:
+    """The UTC date partition: of ``created_utc``; else of the session id
+    (``YYYYMMDD_...``); else of ``session.json``'s modification time."""
+    created = row.get("created")
+    if isinstance(created, datetime):
+        return created.astimezone(timezone.utc).date().isoformat()
+    m = re.match(r"^(\d{4})(\d{2})(\d{2})_", session.session_id)
+    if m:
+        with contextlib.suppress(ValueError):
+            return datetime(int(m[1]), int(m[2]), int(m[3])).date().isoformat()
+    mtime = (session.path / SESSION_FILE).stat().st_mtime
+    return datetime.fromtimestamp(mtime, timezone.utc).date().isoformat()
+
+
+def _gpu_count(env: Mapping[str, Any], gpus: list[Mapping[str, Any]]) -> int | None:
+    """GPUs in env.json; None (unknown) without env.json, or when the query found none
+    and failed (an error is not "no GPU")."""
+    if not env:
+        return None
+    raw = env.get("gpus")
+    info: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    if not gpus and info.get("errors"):
+        return None
+    return len(gpus)
+
+
+def _one(values: set[Any]) -> str | None:
+    """The one string value of a set, None when there are several or none."""
+    values.discard(None)
+    return next(iter(values)) if len(values) == 1 and isinstance(next(iter(values)), str) else None
 
 
 def rows_table(rows: list[dict[str, Any]], schema: pa.Schema = FLEET_SCHEMA) -> pa.Table:

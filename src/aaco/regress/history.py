@@ -109,8 +109,9 @@ def history_from_rows(
 ) -> list[dict[str, Any]]:
     """:func:`history` over ``(series, row)`` pairs from anywhere: a sessions root
     (:func:`folder_rows`) or a lake (:func:`aaco.lake.read.history_rows`). A configuration
-    includes its machine (the fingerprint), so sessions of many machines make one series
-    per machine, each searched for change points on its own."""
+    includes its machine (the fingerprint, and the host when the rows name it), so sessions
+    of many machines make one series per machine, each searched for change points on its
+    own."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for series, row in rows:
         if model is not None and row["model"] != model:
@@ -119,10 +120,14 @@ def history_from_rows(
             continue
         if tag is not None and row["tag"] != tag:
             continue
+        # the fingerprint names a kind of machine (hardware and software), not a box: rows
+        # that name their host (a lake's) make one series per host, so that two identical
+        # machines' sessions are never searched for change points as one
+        host = row.get("hostname")
         if series:
             level = row["ttft_p50_ms"]
             key: tuple[Any, ...] = ("serving", row["model"], row["backend"], row["fingerprint"])
-            key = (*key, series)
+            key = (*key, series, host)
         else:
             level = row["p50_ms"]
             key = (
@@ -135,6 +140,7 @@ def history_from_rows(
                 row.get("preprocess"),
                 row.get("framework"),
                 row.get("settings"),
+                host,
             )
         if not isinstance(level, (int, float)) or level <= 0:
             continue
