@@ -80,7 +80,7 @@ def folder_rows(root: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 rows = serving_rows(session)
             else:
                 rows = [("", session_row(session))]
-        except (BundleError, UsageError):
+        except (BundleError, UsageError, ValueError, TypeError, KeyError):
             continue  # a malformed bundle is listed by ``aaco ls``, not charted
         yield from rows
 
