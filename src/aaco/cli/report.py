@@ -243,26 +243,6 @@ def export_perfetto(session: str, output: Path, sessions: Path | None) -> None:
     sys.stderr.write(f"wrote {output} ({size / 1e6:.1f} MB); open it in ui.perfetto.dev\n")
 
 
-def _bundle_rows(root: Path) -> tuple[list[dict[str, Any]], int]:
-    """The fleet rows of the bundles under ``root`` and how many could not be read (one
-    malformed bundle must not stop the export of the others)."""
-    # lazy: the row builder reads the metadata registry and the device tables
-    from aaco.errors import BundleError
-    from aaco.lake.rows import fleet_row
-    from aaco.session.bundle import iter_sessions
-
-    if not root.is_dir():
-        raise InputError(f"{root}: no such sessions root")
-    rows: list[dict[str, Any]] = []
-    skipped = 0
-    for path in iter_sessions(root):
-        try:
-            rows.append(fleet_row(Session.load(path)))
-        except BundleError:
-            skipped += 1
-    return rows, skipped
-
-
 @export_app.command("prometheus")
 @sessions_option("Sessions root to read (default: $AACO_SESSIONS, else ./sessions).")
 @click.option(
@@ -329,8 +309,13 @@ def export_prometheus(
         rows = lake_rows(lake)
         source = str(lake)
     else:
+        from aaco.lake.rows import folder_rows  # lazy: pyarrow, the device tables
+
         root = sessions_root(sessions)
-        rows, skipped = _bundle_rows(root)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such sessions root")
+        rows, notes = folder_rows(root)
+        skipped = len(notes)
         source = str(root)
     rows = [
         r

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from aaco.errors import BundleError, InputError, UsageError
+from aaco.errors import InputError, UsageError
 from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS, open_lake
-from aaco.lake.rows import FLEET_SCHEMA, fleet_row, session_date
+from aaco.lake.rows import BUNDLE_ERRORS, FLEET_SCHEMA, folder_rows
 from aaco.session.bundle import Session, iter_sessions
 from aaco.session.schema import TABLES
 
@@ -94,11 +93,6 @@ def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path, names: set[str]) -> 
         )
 
 
-#: what a bundle's own files may raise when read (damaged or hand-edited): that bundle is
-#: left out of a folder query, with a warning, never the whole query
-_BUNDLE_ERRORS = (BundleError, UsageError, ValueError, TypeError, KeyError, OSError)
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -115,16 +109,8 @@ def _folder_views(
     for name in sorted(names):
         t = LAKE_TABLES[name]
         if name == "sessions":
-            rows = []
-            for b in bundles:
-                try:
-                    session = Session.load(b)
-                    row = fleet_row(session)
-                    row["date"] = date.fromisoformat(session_date(row, session))
-                except _BUNDLE_ERRORS as exc:
-                    warnings.append(f"{b}: left out ({_first_line(exc)})")
-                    continue
-                rows.append(row)
+            rows, notes = folder_rows(root)
+            warnings += notes
             schema = pa.schema([*FLEET_SCHEMA, pa.field("date", pa.date32())])
             con.register("_sessions_rows", pa.Table.from_pylist(rows, schema=schema))
             con.execute('CREATE VIEW "sessions" AS SELECT * FROM "_sessions_rows"')
@@ -176,7 +162,7 @@ def _serving_points_view(
     for b in bundles:
         try:
             points = _serving_points(Session.load(b))
-        except _BUNDLE_ERRORS as exc:
+        except BUNDLE_ERRORS as exc:
             warnings.append(f"{b}: serving points left out ({_first_line(exc)})")
             continue
         if points is not None:

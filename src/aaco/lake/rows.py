@@ -30,6 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from aaco.errors import BundleError, UsageError
 from aaco.session import metadata
 from aaco.session.bundle import Session
 from aaco.session.catalog import session_row
@@ -39,8 +40,10 @@ from aaco.session.paths import IMPORT_META_FILE, MODEL_META_FILE, SESSION_FILE
 from aaco.session.schema import KERNELS
 
 __all__ = [
+    "BUNDLE_ERRORS",
     "FLEET_SCHEMA",
     "fleet_row",
+    "folder_rows",
     "partition_value",
     "rows_table",
     "session_date",
@@ -349,6 +352,34 @@ def _one(values: set[Any]) -> str | None:
     """The one string value of a set, None when there are several or none."""
     values.discard(None)
     return next(iter(values)) if len(values) == 1 and isinstance(next(iter(values)), str) else None
+
+
+#: what a bundle's own files may raise when read (damaged or hand-edited): that bundle is
+#: left out, with a note, never the rest
+BUNDLE_ERRORS = (BundleError, UsageError, ValueError, TypeError, KeyError, OSError)
+
+
+def folder_rows(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The fleet rows (:func:`fleet_row`, with ``date``) of the bundles under a sessions
+    root, and a note for each bundle left out because it cannot be read."""
+    from datetime import date
+
+    from aaco.session.bundle import iter_sessions
+
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for bundle in iter_sessions(root):
+        try:
+            session = Session.load(bundle)
+            row = fleet_row(session)
+            row["date"] = date.fromisoformat(session_date(row, session))
+        except BUNDLE_ERRORS as exc:
+            text = str(exc).strip()
+            why = text.splitlines()[0] if text else type(exc).__name__
+            notes.append(f"{bundle}: left out ({why})")
+            continue
+        rows.append(row)
+    return rows, notes
 
 
 def rows_table(rows: list[dict[str, Any]], schema: pa.Schema = FLEET_SCHEMA) -> pa.Table:
