@@ -4,8 +4,6 @@ Parquet lake, and SQL over a lake or a sessions root."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -78,10 +76,13 @@ def query(
     for note in notes:
         err(f"warning: {note}")
     if fmt == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         assert output is not None
-        _write(output, lambda tmp: pq.write_table(table, tmp))
+        buf = pa.BufferOutputStream()
+        pq.write_table(table, buf)
+        _write(output, buf.getvalue().to_pybytes())
         err(f"{table.num_rows} row(s) -> {output}")
         return
     from aaco.report.query import render_csv, render_json, render_table
@@ -96,16 +97,15 @@ def query(
         if text:
             out(text)
         return
-    _write(output, lambda tmp: tmp.write_text(text + ("\n" if text else "")))
+    _write(output, (text + ("\n" if text else "")).encode())
     err(f"{table.num_rows} row(s) -> {output}")
 
 
-def _write(path: Path, write: Callable[[Path], object]) -> None:
-    """Write through a temporary file beside ``path``, so a failure leaves no half file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+def _write(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically: a failure leaves no half file."""
+    from aaco.session.bundle import atomic_write_bytes  # lazy: pyarrow
+
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        atomic_write_bytes(path, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None

@@ -309,12 +309,12 @@ def export_prometheus(
         rows = lake_rows(lake)
         source = str(lake)
     else:
-        from aaco.lake.rows import folder_rows  # lazy: pyarrow, the device tables
+        from aaco.lake.rows import folder_fleet_rows  # lazy: pyarrow, the device tables
 
         root = sessions_root(sessions)
         if not root.is_dir():
             raise InputError(f"{root}: no such sessions root")
-        rows, notes = folder_rows(root)
+        rows, notes = folder_fleet_rows(root)
         skipped = len(notes)
         source = str(root)
     rows = [

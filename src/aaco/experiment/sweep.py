@@ -56,6 +56,7 @@ import yaml
 
 from aaco import __version__
 from aaco.errors import BundleError, InputError, UsageError
+from aaco.runners.harness import one_line
 from aaco.session.bundle import (
     Session,
     atomic_write_json,
@@ -157,8 +158,7 @@ def load_spec(path: Path, name: str | None = None) -> SweepSpec:
     except FileNotFoundError:
         raise InputError(f"{path}: no such sweep file") from None
     except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"{path}: not a readable YAML sweep file ({first})") from None
+        raise InputError(f"{path}: not a readable YAML sweep file ({one_line(exc)})") from None
     if not isinstance(data, Mapping):
         raise InputError(f"{path}: a sweep file is a mapping (name, command, options, matrix)")
     unknown = sorted(set(data) - _KEYS)
@@ -480,7 +480,7 @@ def import_ray() -> Any:
         raise UsageError("--ray needs Ray: pip install 'aaco[ray]'") from None
     except Exception as exc:
         raise UsageError(
-            f"Ray failed to import ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            f"Ray failed to import ({type(exc).__name__}: {one_line(exc)}); "
             "a broken amdsmi package is a known cause: uninstall it or fix ROCm's library"
         ) from None
     return ray
@@ -557,10 +557,9 @@ def _ray(spec: SweepSpec, share_nodes: bool) -> Executor:
                     try:
                         result = ray.get(ref)
                     except Exception as exc:
-                        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                         result = {
                             "rc": -1,
-                            "stderr": f"the Ray task failed: {first}",
+                            "stderr": f"the Ray task failed: {one_line(exc)}",
                             "archive": None,
                         }
                     finally:
@@ -698,9 +697,9 @@ def run_sweep(
                     else:
                         ray.init(address=ray_address, log_to_driver=False)
             except Exception as exc:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise UsageError(
-                    f"cannot start or join Ray at {ray_address!r} ({type(exc).__name__}: {first})"
+                    f"cannot start or join Ray at {ray_address!r} "
+                    f"({type(exc).__name__}: {one_line(exc)})"
                 ) from None
         execute = _ray(spec, share_nodes)
     started = time.perf_counter()

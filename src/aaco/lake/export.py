@@ -2,7 +2,7 @@
 idempotently and crash-safely.
 
 Each export run writes batches. A batch is first written whole under
-``LAKE/_staging/<batch>/`` (which no reader looks at), then committed:
+``LAKE/_staging/<batch>/`` (which no reader looks at) and flushed to disk, then committed:
 
 1. a commit record (``COMMIT.json``: the batch's files, and the sessions it replaces in
    older batches) is written atomically;
@@ -45,9 +45,10 @@ import pyarrow.parquet as pq
 
 from aaco.errors import BundleError, InputError, UsageError
 from aaco.lake.layout import LAKE_TABLES, PARTITION_KEYS, STAGING, open_lake, partition_dir
-from aaco.lake.rows import fleet_row, partition_value, session_date
+from aaco.lake.rows import BUNDLE_ERRORS, fleet_row, partition_value, session_date
 from aaco.regress import serving
 from aaco.regress.history import serving_rows
+from aaco.runners.harness import one_line
 from aaco.session.bundle import Session, atomic_write_json, iter_sessions, utc_now_iso
 from aaco.session.paths import (
     ENV_FILE,
@@ -58,7 +59,7 @@ from aaco.session.paths import (
 )
 from aaco.session.schema import TABLES
 
-__all__ = ["ExportResult", "export_lake", "open_lake", "recover"]
+__all__ = ["ExportResult", "export_lake", "open_lake", "recover", "serving_points_table"]
 
 #: rows buffered per open file before a row group is written
 FLUSH_ROWS = 65_536
@@ -296,7 +297,7 @@ _POINT_FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "output_tokens_pe
                   "failed_fraction")  # fmt: skip
 
 
-def _serving_points(session: Session) -> pa.Table | None:
+def serving_points_table(session: Session) -> pa.Table | None:
     """The serving session's load points (``aaco history``'s serving rows)."""
     if not serving.is_serving(session):
         return None
@@ -462,17 +463,18 @@ def _prepare(bundle: Path, known: dict[str, tuple[str | None, str]]) -> _Prepare
                 prepared.small += [(name, t) for t in _stream(session, name, pf)]
             else:
                 prepared.large.append((name, pf))
-        points = _serving_points(session)
+        points = serving_points_table(session)
         if points is not None:
             prepared.small.append(("serving_points", points))
         prepared.session = session
         return prepared
     except BundleError as exc:
         return _Prepared(bundle, "error", error=str(exc))
-    except (UsageError, ValueError, TypeError, KeyError, OSError) as exc:
+    except BUNDLE_ERRORS as exc:
         # a hand-edited or damaged file the readers did not foresee: this bundle only
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return _Prepared(bundle, "error", error=f"unreadable ({type(exc).__name__}: {first})")
+        return _Prepared(
+            bundle, "error", error=f"unreadable ({type(exc).__name__}: {one_line(exc)})"
+        )
 
 
 def _read_ahead(

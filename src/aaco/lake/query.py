@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from aaco.errors import InputError, UsageError
 from aaco.lake.layout import LAKE_FILE, LAKE_TABLES, PARTITION_KEYS, open_lake
-from aaco.lake.rows import BUNDLE_ERRORS, FLEET_SCHEMA, folder_rows
+from aaco.lake.rows import BUNDLE_ERRORS, FLEET_SCHEMA, folder_fleet_rows
+from aaco.runners.harness import one_line
 from aaco.session.bundle import Session, iter_sessions
 from aaco.session.schema import TABLES
 
@@ -93,11 +94,6 @@ def _lake_views(con: duckdb.DuckDBPyConnection, lake: Path, names: set[str]) -> 
         )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _folder_views(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -109,7 +105,7 @@ def _folder_views(
     for name in sorted(names):
         t = LAKE_TABLES[name]
         if name == "sessions":
-            rows, notes = folder_rows(root)
+            rows, notes = folder_fleet_rows(root)
             warnings += notes
             schema = pa.schema([*FLEET_SCHEMA, pa.field("date", pa.date32())])
             con.register("_sessions_rows", pa.Table.from_pylist(rows, schema=schema))
@@ -149,21 +145,21 @@ def _unreadable_files(root: Path, names: set[str]) -> dict[str, str]:
             try:
                 pq.ParquetFile(f)
             except (OSError, ValueError) as exc:
-                bad[str(f)] = _first_line(exc)
+                bad[str(f)] = one_line(exc)
     return bad
 
 
 def _serving_points_view(
     con: duckdb.DuckDBPyConnection, bundles: list[Path], warnings: list[str]
 ) -> None:
-    from aaco.lake.export import _serving_points
+    from aaco.lake.export import serving_points_table
 
     tables = []
     for b in bundles:
         try:
-            points = _serving_points(Session.load(b))
+            points = serving_points_table(Session.load(b))
         except BUNDLE_ERRORS as exc:
-            warnings.append(f"{b}: serving points left out ({_first_line(exc)})")
+            warnings.append(f"{b}: serving points left out ({one_line(exc)})")
             continue
         if points is not None:
             tables.append(points)
@@ -201,7 +197,7 @@ def connect(
     try:
         return _connect(source, sql, [] if warnings is None else warnings)
     except duckdb.Error as exc:
-        raise InputError(f"{source}: cannot read its tables ({_first_line(exc)})") from None
+        raise InputError(f"{source}: cannot read its tables ({one_line(exc)})") from None
 
 
 def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
@@ -242,4 +238,4 @@ def run_query(source: Path, sql: str, warnings: list[str] | None = None) -> pa.T
                 return _attempt(source, sql, [], set(bad))
             except duckdb.Error as exc:
                 error = exc
-    raise UsageError(f"query failed: {_first_line(error)}") from None
+    raise UsageError(f"query failed: {one_line(error)}") from None

@@ -24,15 +24,16 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from aaco.errors import BundleError, UsageError
+from aaco.runners.harness import one_line
 from aaco.session import metadata
-from aaco.session.bundle import Session
+from aaco.session.bundle import Session, iter_sessions
 from aaco.session.catalog import session_row
 from aaco.session.devices import env_gpu, normalize_vendor, trace_gpus
 from aaco.session.fingerprint import hardware_fingerprint
@@ -43,7 +44,7 @@ __all__ = [
     "BUNDLE_ERRORS",
     "FLEET_SCHEMA",
     "fleet_row",
-    "folder_rows",
+    "folder_fleet_rows",
     "partition_value",
     "rows_table",
     "session_date",
@@ -359,13 +360,9 @@ def _one(values: set[Any]) -> str | None:
 BUNDLE_ERRORS = (BundleError, UsageError, ValueError, TypeError, KeyError, OSError)
 
 
-def folder_rows(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def folder_fleet_rows(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The fleet rows (:func:`fleet_row`, with ``date``) of the bundles under a sessions
     root, and a note for each bundle left out because it cannot be read."""
-    from datetime import date
-
-    from aaco.session.bundle import iter_sessions
-
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     for bundle in iter_sessions(root):
@@ -374,9 +371,7 @@ def folder_rows(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
             row = fleet_row(session)
             row["date"] = date.fromisoformat(session_date(row, session))
         except BUNDLE_ERRORS as exc:
-            text = str(exc).strip()
-            why = text.splitlines()[0] if text else type(exc).__name__
-            notes.append(f"{bundle}: left out ({why})")
+            notes.append(f"{bundle}: left out ({one_line(exc)})")
             continue
         rows.append(row)
     return rows, notes
