@@ -266,6 +266,9 @@ def test_ctrl_c_keeps_the_points_that_finished(tmp_path: Path) -> None:
              "--sweep", "concurrency=1,2", "--requests", "8", "--output-tokens", "4",
              "--no-stop-at-saturation", "-o", str(tmp_path), "--report", "none"],
             stderr=subprocess.PIPE, text=True,
+            # a shell without job control starts background jobs with SIGINT ignored, and
+            # the ignore is inherited: pytest run as `cmd &` would hand it to aaco
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         assert proc.stderr is not None
         for line in proc.stderr:
